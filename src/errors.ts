@@ -1,0 +1,54 @@
+/**
+ * Errors are values with stable codes (STYLE habit 4). Every surface maps a
+ * code once: CLI exit status + "CODE: message", HTTP status, MCP tool error.
+ */
+export type ErrorCode =
+  | 'E_VALIDATION'
+  | 'E_CONFLICT'
+  | 'E_LOCKED'
+  | 'E_UNAVAILABLE'
+  | 'E_DENIED'
+  | 'E_READ_ONLY'
+  | 'E_NOT_FOUND'
+  | 'E_USAGE'
+  | 'E_TOO_LARGE'
+  | 'E_IO'
+  | 'E_INTERNAL';
+
+export class KnowledgeError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = 'KnowledgeError';
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export function isKnowledgeError(err: unknown): err is KnowledgeError {
+  return err instanceof KnowledgeError;
+}
+
+/** Wrap an unknown failure with short context, keeping a stable code. */
+export function wrapError(err: unknown, context: string, code: ErrorCode = 'E_IO'): KnowledgeError {
+  if (err instanceof KnowledgeError) return err;
+  const msg = err instanceof Error ? err.message : String(err);
+  return new KnowledgeError(code, `${context}: ${msg}`);
+}
+
+/** HTTP status for each code (Gateway maps once, here). */
+export const httpStatus: Record<ErrorCode, number> = {
+  E_VALIDATION: 400,
+  E_USAGE: 400,
+  E_CONFLICT: 409,
+  E_LOCKED: 423,
+  E_UNAVAILABLE: 503,
+  E_DENIED: 403,
+  E_READ_ONLY: 403,
+  E_NOT_FOUND: 404,
+  E_TOO_LARGE: 413,
+  E_IO: 500,
+  E_INTERNAL: 500,
+};

@@ -1,0 +1,55 @@
+/**
+ * Evidence sources: content-addressed retained originals with an immutable
+ * YAML descriptor (source id, retained path, SHA-256, size, media type,
+ * attribution). Same bytes in a partition -> the same source.
+ */
+import YAML from 'yaml';
+import { slugForTitle } from '../records/filename.js';
+
+export const SOURCE_FORMAT = 'knowledge-source-v1';
+
+export function sourceIdFor(sha256: string): string {
+  return `src-${sha256.slice(0, 24)}`;
+}
+
+/** A safe file name for the retained original: slug of the stem + a safe extension. */
+export function retainedFileName(original: string): string {
+  const base = original.split(/[\\/]/).pop() ?? 'original';
+  const dot = base.lastIndexOf('.');
+  const stem = dot > 0 ? base.slice(0, dot) : base;
+  const extRaw = dot > 0 ? base.slice(dot + 1) : '';
+  const ext = /^[A-Za-z0-9]{1,12}$/.test(extRaw) ? `.${extRaw.toLowerCase()}` : '';
+  const slug = slugForTitle(stem) || 'original';
+  return `${slug}${ext}`;
+}
+
+export interface SourceDescriptor {
+  format: typeof SOURCE_FORMAT;
+  source_id: string;
+  retained_path: string;
+  sha256: string;
+  size: number;
+  media_type: string;
+  original_name: string;
+  attribution: string;
+  retained_at: string;
+  in_history: boolean;
+}
+
+export function descriptorText(d: SourceDescriptor): string {
+  return YAML.stringify(d, { version: '1.2' });
+}
+
+export function sourcePaths(partitionDir: string, sourceId: string, fileName: string): { path: string; descriptorPath: string } {
+  return {
+    path: `${partitionDir}/evidence/${sourceId}/${fileName}`,
+    descriptorPath: `${partitionDir}/evidence/${sourceId}.yaml`,
+  };
+}
+
+/**
+ * For originals kept out of history [GIT-9]: a .gitignore beside the original,
+ * committed with the publication, keeps it out of the user's `git status`
+ * without touching any Git configuration.
+ */
+export const EXCLUDED_GITIGNORE = '# Knowledge: this retained original stays out of automatic history [GIT-9]\n*\n!.gitignore\n';

@@ -1,0 +1,18 @@
+/**
+ * Crash points for the crash tests: when KNOWLEDGE_CRASH_AT names a point,
+ * the process kills itself with SIGKILL right there, so the tests exercise
+ * real interrupted processes, not simulated ones. Inert otherwise.
+ */
+export type CrashPoint =
+  | 'after-journal'
+  | 'mid-install'
+  | 'after-install'
+  | 'after-acknowledge'
+  | 'after-commit-object'
+  | 'after-update-ref'
+  | 'before-record-commit'
+  | 'after-record-commit';
+
+export function crashPoint(name: CrashPoint): void {
+  if (process.env.KNOWLEDGE_CRASH_AT === name) process.kill(process.pid, 'SIGKILL');
+}

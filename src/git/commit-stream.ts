@@ -1,0 +1,121 @@
+/**
+ * Pure planning half of a checkpoint (STYLE habit 2): a batch in, the exact
+ * `git fast-import` stream out. No I/O, so it is table-tested without git.
+ *
+ * fast-import stores raw bytes (no clean filters, no eol conversion) and never
+ * signs [GIT-12]; the fixed identity and date make a rebuilt commit
+ * byte-identical to one written before a crash [GIT-6].
+ */
+import { createHash } from 'node:crypto';
+import type { BatchForCommit } from './types.js';
+
+export const KNOWLEDGE_IDENT = 'Knowledge <knowledge@localhost>';
+
+/** Machine-readable trailers so retries find their own commits [GIT-11]. */
+export function batchTrailerValue(batch: Pick<BatchForCommit, 'vaultId' | 'batchId'>): string {
+  return `${batch.vaultId}/${batch.batchId}`;
+}
+
+export function commitMessage(batch: BatchForCommit): string {
+  // A subject is one line; anything else would break trailer parsing.
+  const subject = batch.subject.replace(/[\r\n]+/g, ' ').trim() || `Knowledge ${batch.kind}`;
+  const refKey = batch.kind === 'publication' ? 'Knowledge-Publication' : batch.kind === 'scan' ? 'Knowledge-Scan' : 'Knowledge-Attachment';
+  return (
+    `${subject}\n\n` +
+    `Knowledge-Actor: ${batch.actor}\n` +
+    `Knowledge-Batch: ${batchTrailerValue(batch)}\n` +
+    `${refKey}: ${oneLine(batch.refId)}\n`
+  );
+}
+
+function oneLine(s: string): string {
+  return s.replace(/[\r\n]+/g, ' ');
+}
+
+/** Whole seconds since the epoch; the commit date is fixed by the batch, not the clock [GIT-6]. */
+export function epochSeconds(iso: string): number {
+  const ms = Date.parse(iso);
+  if (!Number.isFinite(ms)) throw new TypeError(`batch createdAt is not a date: ${iso}`);
+  return Math.floor(ms / 1000);
+}
+
+/**
+ * C-style quoting as fast-import unquotes it. Every path is quoted, which is
+ * always valid and covers newlines, leading quotes and backslashes; bytes
+ * >= 0x80 (UTF-8) pass through literally.
+ */
+export function quotePath(path: string): Buffer {
+  const raw = Buffer.from(path, 'utf8');
+  const parts: number[] = [0x22];
+  for (const b of raw) {
+    if (b === 0x22) parts.push(0x5c, 0x22);
+    else if (b === 0x5c) parts.push(0x5c, 0x5c);
+    else if (b === 0x0a) parts.push(0x5c, 0x6e);
+    else if (b === 0x09) parts.push(0x5c, 0x74);
+    else if (b < 0x20 || b === 0x7f) {
+      const oct = b.toString(8).padStart(3, '0');
+      parts.push(0x5c, ...Buffer.from(oct, 'ascii'));
+    } else parts.push(b);
+  }
+  parts.push(0x22);
+  return Buffer.from(parts);
+}
+
+/**
+ * Reject paths that could escape the tree or write Knowledge's private files
+ * into history [GIT-13]. The caller validated them already; this is a guard
+ * against a programmer error, so it throws.
+ */
+export function assertCommittablePath(path: string): void {
+  const bad =
+    path === '' ||
+    path.startsWith('/') ||
+    path.endsWith('/') ||
+    path.includes('\\') ||
+    path.includes('\0') ||
+    path.split('/').some((c) => c === '' || c === '.' || c === '..' || c.toLowerCase() === '.git') ||
+    path === 'vault.json' ||
+    path === '.knowledge-history' ||
+    path.startsWith('.knowledge-history/');
+  if (bad) throw new TypeError(`path may not be committed by Knowledge: ${JSON.stringify(path)}`);
+}
+
+export interface StreamPlan {
+  ref: string;
+  /** Parent commit, or null for a root commit. */
+  from: string | null;
+  /** Paths whose parent entry is executable keep mode 100755 (a content edit is not a mode change). */
+  executable: ReadonlySet<string>;
+}
+
+/** The fast-import stream for one checkpoint commit; ends with `get-mark :1` and `done`. */
+export function buildFastImportStream(batch: BatchForCommit, plan: StreamPlan): Buffer {
+  const when = `${epochSeconds(batch.createdAt)} +0000`;
+  const msg = Buffer.from(commitMessage(batch), 'utf8');
+  const chunks: Buffer[] = [
+    Buffer.from(
+      `commit ${plan.ref}\nmark :1\nauthor ${KNOWLEDGE_IDENT} ${when}\ncommitter ${KNOWLEDGE_IDENT} ${when}\ndata ${msg.length}\n`,
+      'utf8',
+    ),
+    msg,
+    Buffer.from('\n'),
+  ];
+  if (plan.from) chunks.push(Buffer.from(`from ${plan.from}\n`));
+  for (const ch of batch.changes) {
+    assertCommittablePath(ch.path);
+    const q = quotePath(ch.path);
+    if (ch.bytes === null) {
+      chunks.push(Buffer.from('D '), q, Buffer.from('\n'));
+    } else {
+      const mode = plan.executable.has(ch.path) ? '100755' : '100644';
+      chunks.push(Buffer.from(`M ${mode} inline `), q, Buffer.from(`\ndata ${ch.bytes.length}\n`), ch.bytes, Buffer.from('\n'));
+    }
+  }
+  chunks.push(Buffer.from('\nget-mark :1\ndone\n'));
+  return Buffer.concat(chunks);
+}
+
+/** Blob id computed in-process: hash of "blob <len>\0" + bytes [FIELD-NOTES]. */
+export function blobId(bytes: Buffer, format: 'sha1' | 'sha256'): string {
+  return createHash(format).update(`blob ${bytes.length}\0`).update(bytes).digest('hex');
+}

@@ -1,0 +1,256 @@
+/**
+ * The only way Knowledge runs `git`. Every call gets an environment built from
+ * scratch and `-c` overrides that switch off everything in the user's or the
+ * repository's configuration that could run a program, sign, filter, prompt or
+ * reach the network [GIT-3][GIT-12]. Outcomes are values: a missing executable
+ * or a timeout is reported, never thrown.
+ */
+import { spawn } from 'node:child_process';
+import type { PendingCode } from './types.js';
+
+export interface GitRunnerOptions {
+  /** Executable; default 'git' resolved on `pathEnv`. */
+  gitPath?: string;
+  /** PATH to use; default process.env.PATH. */
+  pathEnv?: string;
+  /** Default per-call timeout; default 30000. */
+  timeoutMs?: number;
+}
+
+export interface GitResult {
+  code: number;
+  stdout: Buffer;
+  stderr: string;
+  timedOut: boolean;
+}
+
+export type GitDetect = { ok: true; version: string } | { ok: false; reason: string };
+
+export interface GitRunOptions {
+  cwd: string;
+  input?: Buffer | string;
+  timeoutMs?: number;
+  /** Extra variables on top of the clean environment (e.g. GIT_LITERAL_PATHSPECS). */
+  env?: Record<string, string>;
+  /** Leave stdin open when no input is given (a git that waits; tests use it to prove the timeout). */
+  holdStdin?: boolean;
+  /** More `-c key=value` overrides, after the fixed ones. */
+  extraConfig?: string[];
+  /**
+   * Keys of GIT_OVERRIDES to leave to the repository for this call. The
+   * index writer uses it for core.untrackedCache: forcing it off would strip
+   * the user's untracked-cache extension from their index.
+   */
+  dropOverrides?: string[];
+}
+
+/** core.fsync needs 2.36 [FIELD-NOTES: durability]. */
+const MIN_VERSION: readonly [number, number] = [2, 36];
+
+/**
+ * Command-line overrides win over repository config. The repository's own
+ * `.git/config` may name hooks, fsmonitor programs, filters or a signing key:
+ * none of those may run for Knowledge [GIT-12]. Unknown keys (index.skipHash on
+ * 2.39) are ignored by git.
+ */
+export const GIT_OVERRIDES: readonly string[] = [
+  'core.hooksPath=/dev/null/knowledge-no-hooks',
+  'core.fsmonitor=false',
+  'core.attributesFile=/dev/null',
+  'core.autocrlf=false',
+  'commit.gpgSign=false',
+  'tag.gpgSign=false',
+  'log.showSignature=false',
+  'core.fsync=committed',
+  'gc.auto=0',
+  'maintenance.auto=false',
+  'core.untrackedCache=false',
+  'credential.helper=',
+  'protocol.allow=never',
+  'core.sshCommand=false',
+  'core.pager=cat',
+  'index.skipHash=false',
+];
+
+/** HOME that cannot exist, so nothing is read from a home directory. */
+const NO_HOME = '/dev/null/knowledge-home';
+
+export class GitRunner {
+  private readonly gitPath: string;
+  private readonly pathEnv: string;
+  private readonly timeoutMs: number;
+  /** Only a positive detection is cached: Git installed later must be noticed [GIT-17]. */
+  private detected: GitDetect | null = null;
+
+  constructor(opts: GitRunnerOptions = {}) {
+    this.gitPath = opts.gitPath ?? 'git';
+    this.pathEnv = opts.pathEnv ?? process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin';
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
+
+  async detect(): Promise<GitDetect> {
+    if (this.detected) return this.detected;
+    const r = await this.run(['--version'], { cwd: '/', timeoutMs: Math.min(this.timeoutMs, 10_000) });
+    if (r.code === -1 && !r.timedOut) return { ok: false, reason: 'git executable not found on PATH' };
+    if (r.timedOut) return { ok: false, reason: 'git --version timed out' };
+    if (r.code !== 0) return { ok: false, reason: `git --version failed: ${firstLine(r.stderr)}` };
+    const text = r.stdout.toString('utf8').trim();
+    const m = /git version (\d+)\.(\d+)(?:\.(\d+))?/.exec(text);
+    if (!m) return { ok: false, reason: `unrecognised git version output: ${text}` };
+    const major = Number(m[1]);
+    const minor = Number(m[2]);
+    const version = `${m[1]}.${m[2]}${m[3] !== undefined ? `.${m[3]}` : ''}`;
+    if (major < MIN_VERSION[0] || (major === MIN_VERSION[0] && minor < MIN_VERSION[1])) {
+      return { ok: false, reason: `git ${version} is too old; Knowledge needs git 2.36 or newer (core.fsync)` };
+    }
+    this.detected = { ok: true, version };
+    return this.detected;
+  }
+
+  /** Environment from scratch: nothing inherited except PATH [FIELD-NOTES: isolation]. */
+  buildEnv(extra?: Record<string, string>): Record<string, string> {
+    const env: Record<string, string> = {
+      PATH: this.pathEnv,
+      HOME: NO_HOME,
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_CONFIG_NOSYSTEM: '1',
+      LC_ALL: 'C',
+      LANG: 'C',
+      GIT_TERMINAL_PROMPT: '0',
+      // Knowledge never needs optional locks (status-style index refreshes).
+      GIT_OPTIONAL_LOCKS: '0',
+      GIT_AUTHOR_NAME: 'Knowledge',
+      GIT_AUTHOR_EMAIL: 'knowledge@localhost',
+      GIT_COMMITTER_NAME: 'Knowledge',
+      GIT_COMMITTER_EMAIL: 'knowledge@localhost',
+    };
+    return { ...env, ...(extra ?? {}) };
+  }
+
+  run(args: string[], opts: GitRunOptions): Promise<GitResult> {
+    const argv: string[] = [];
+    for (const o of GIT_OVERRIDES) {
+      if (opts.dropOverrides?.includes(o.slice(0, o.indexOf('=')))) continue;
+      argv.push('-c', o);
+    }
+    for (const o of opts.extraConfig ?? []) argv.push('-c', o);
+    argv.push(...args);
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    return new Promise<GitResult>((resolve) => {
+      let settled = false;
+      let timedOut = false;
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      const finish = (r: GitResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(r);
+      };
+      let child: ReturnType<typeof spawn>;
+      try {
+        child = spawn(this.gitPath, argv, {
+          cwd: opts.cwd,
+          env: this.buildEnv(opts.env),
+          stdio: ['pipe', 'pipe', 'pipe'],
+          // Own process group so a timeout kills git and anything it started.
+          detached: true,
+        });
+      } catch (e) {
+        // Synchronous spawn failures (e.g. invalid arguments) are still values.
+        resolve({ code: -1, stdout: Buffer.alloc(0), stderr: errText(e), timedOut: false });
+        return;
+      }
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup(child);
+      }, timeoutMs);
+      child.stdout?.on('data', (b: Buffer) => out.push(b));
+      child.stderr?.on('data', (b: Buffer) => err.push(b));
+      child.on('error', (e: NodeJS.ErrnoException) => {
+        // ENOENT/EACCES for the executable, or for a missing cwd.
+        const what = e.code === 'ENOENT' || e.code === 'EACCES'
+          ? `cannot run ${this.gitPath} in ${opts.cwd}: ${e.code}`
+          : errText(e);
+        finish({ code: -1, stdout: Buffer.concat(out), stderr: what, timedOut });
+      });
+      child.on('close', (code, signal) => {
+        finish({
+          code: code ?? (signal ? 128 + signalNumber(signal) : -1),
+          stdout: Buffer.concat(out),
+          stderr: Buffer.concat(err).toString('utf8'),
+          timedOut,
+        });
+      });
+      // git may exit before reading all input (e.g. an early fatal): ignore EPIPE.
+      child.stdin?.on('error', () => undefined);
+      if (opts.input !== undefined) child.stdin?.end(opts.input);
+      else if (!opts.holdStdin) child.stdin?.end();
+    });
+  }
+}
+
+function killGroup(child: ReturnType<typeof spawn>): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+function signalNumber(signal: NodeJS.Signals): number {
+  return signal === 'SIGKILL' ? 9 : signal === 'SIGTERM' ? 15 : 1;
+}
+
+function errText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+export function firstLine(s: string): string {
+  const line = s.split('\n').find((l) => l.trim() !== '') ?? '';
+  return line.trim().slice(0, 300);
+}
+
+/**
+ * Map `LC_ALL=C` stderr to a stable pending code [GIT-14][GIT-18]. Order
+ * matters: a ref lock failure also says "cannot lock ref", so locks are
+ * recognised before a moved branch.
+ */
+export function classifyGitFailure(stderr: string, timedOut: boolean): { code: PendingCode; reason: string } {
+  const line = firstLine(stderr);
+  const say = (code: PendingCode, sentence: string) => ({
+    code,
+    reason: line ? `${sentence}: ${line}` : sentence,
+  });
+  if (timedOut) return say('timeout', 'git did not finish in time');
+  const s = stderr;
+  if (/Unable to create '[^']*\.lock': File exists/.test(s) || s.includes('index.lock')) {
+    return say('locked', 'the repository is locked by another git process (remove a stale lock yourself)');
+  }
+  if (s.includes('detected dubious ownership')) {
+    return say('dubious-ownership', 'git refuses a repository owned by another user (safe.directory)');
+  }
+  if (s.includes('but expected') || s.includes('reference already exists') || (s.includes('cannot lock ref') && s.includes('expected'))) {
+    return say('branch-moved', 'the branch moved while Knowledge was committing; retry');
+  }
+  if (s.includes('Permission denied') || s.includes('insufficient permission')) {
+    return say('permission', 'git could not read or write the repository');
+  }
+  if (
+    s.includes('not a git repository') ||
+    s.includes('bad object') ||
+    s.includes('corrupt') ||
+    s.includes('missing object') ||
+    s.includes('invalid object') ||
+    s.includes('bad config') ||
+    s.includes('unable to read')
+  ) {
+    return say('malformed', 'the repository is damaged or not readable as a git repository');
+  }
+  return say('git-error', 'git failed');
+}

@@ -1,0 +1,50 @@
+/**
+ * Shared value types of the Git layer. Outcomes are discriminated unions, not
+ * exceptions (STYLE habit 5): a failed Git step never rolls back a publication
+ * [GIT-15]; it becomes a visible `pending` state with a stable code [GIT-14].
+ */
+
+/** Stable reason codes for a checkpoint that could not be made yet [GIT-18]. */
+export type PendingCode =
+  | 'locked'
+  | 'detached-head'
+  | 'unborn-branch'
+  | 'linked-worktree'
+  | 'operation-in-progress'
+  | 'unmerged'
+  | 'malformed'
+  | 'permission'
+  | 'dubious-ownership'
+  | 'branch-moved'
+  | 'not-vault-root'
+  | 'timeout'
+  | 'git-error'
+  | 'waiting';
+
+export type GitState =
+  | { state: 'committed'; commit: string }
+  | { state: 'pending'; code: PendingCode; reason: string }
+  | { state: 'unavailable'; reason: string };
+
+export interface BatchChange {
+  /** Vault-relative, '/' separators, already validated by the caller. */
+  path: string;
+  /** Exact bytes to commit; null = deletion. */
+  bytes: Buffer | null;
+}
+
+export interface BatchForCommit {
+  /** Store's vault id, goes in the Knowledge-Batch trailer. */
+  vaultId: string;
+  /** Outbox sequence number. */
+  batchId: number;
+  kind: 'publication' | 'scan' | 'attachment';
+  /** Publication id / scan id / attachment id. */
+  refId: string;
+  actor: 'agent' | 'operator' | 'external';
+  /** ISO UTC; author AND committer date so a rebuilt commit is byte-identical [GIT-6]. */
+  createdAt: string;
+  /** First line of the commit message. */
+  subject: string;
+  changes: BatchChange[];
+}

@@ -1,0 +1,235 @@
+/**
+ * Phase 1 of the pipeline: validate every file of the request before anything
+ * is written [PUB-1], and plan exactly which bytes go where. Reads the index
+ * and the disk; writes nothing.
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { KnowledgeError } from '../errors.js';
+import type { Store } from '../store/store.js';
+import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
+import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex } from '../records/record.js';
+import { recordPath, isSafeRelativePath } from '../records/filename.js';
+import type { Citation } from '../records/types.js';
+import { detectMedia, belongsInHistory } from '../evidence/media.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
+import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
+
+export const LIMITS = {
+  records: 200,
+  recordBytes: 1024 * 1024,
+  evidenceFiles: 50,
+  evidenceBytes: 256 * 1024 * 1024,
+};
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(s: string): boolean {
+  return UUID_RE.test(s);
+}
+
+export function newRecordId(): string {
+  return `rec-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+}
+
+export function newPublicationId(): string {
+  return `pub-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+}
+
+/** The identity of a request's content: the same request id with another hash is a conflict [PUB-5]. */
+export function requestHash(req: PublishRequest): string {
+  const h = createHash('sha256');
+  h.update(JSON.stringify({
+    partition: req.partition,
+    actor: req.actor,
+    records: req.records,
+    evidence: req.evidence.map((e) => ({ name: e.name, sha256: sha256Hex(e.bytes), mediaType: e.mediaType ?? null, attribution: e.attribution ?? null })),
+  }));
+  return h.digest('hex');
+}
+
+export interface PlannedPublication {
+  plan: Plan;
+  /** path -> exact bytes to install (and queue, where inHistory). */
+  bytes: Map<string, Buffer>;
+}
+
+interface IndexedRecord { id: string; partition: string; path: string; revision: number; sha256: string; recorded_at: string }
+
+export function checkRequestShape(req: PublishRequest): { partition: PartitionId; requestId: string } {
+  const partition = parsePartition(req.partition);
+  if (req.actor !== 'agent' && req.actor !== 'operator') {
+    throw new KnowledgeError('E_VALIDATION', `actor must be "agent" or "operator", got ${JSON.stringify(req.actor)}`);
+  }
+  if (req.requestId !== undefined && !isUuid(req.requestId)) {
+    throw new KnowledgeError('E_VALIDATION', `request id must be a UUID, got ${JSON.stringify(req.requestId)}`);
+  }
+  if (req.records.length === 0) throw new KnowledgeError('E_VALIDATION', 'a publication needs at least one record');
+  if (req.records.length > LIMITS.records) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.records} records per publication`);
+  if (req.evidence.length > LIMITS.evidenceFiles) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.evidenceFiles} evidence files per publication`);
+  let total = 0;
+  for (const e of req.evidence) total += e.bytes.length;
+  if (total > LIMITS.evidenceBytes) {
+    throw new KnowledgeError('E_TOO_LARGE', `evidence totals ${total} bytes; attach files over ${LIMITS.evidenceBytes} bytes with knowledge attach`);
+  }
+  req.records.forEach((t, i) => {
+    if (Buffer.byteLength(t, 'utf8') > LIMITS.recordBytes) throw new KnowledgeError('E_TOO_LARGE', `record #${i + 1} is larger than ${LIMITS.recordBytes} bytes`);
+  });
+  return { partition, requestId: req.requestId ?? randomUUID() };
+}
+
+export function planPublication(store: Store, req: PublishRequest, ids: { requestId: string; publicationId: string; hash: string; now: string }): PlannedPublication {
+  const partition = parsePartition(req.partition);
+  const pdir = partitionDir(partition);
+  const db = store.db;
+  const bytes = new Map<string, Buffer>();
+  const files: PlannedFile[] = [];
+  const plannedLower = new Set<string>();
+  const addFile = (path: string, data: Buffer, inHistory: boolean, priorSha256: string | null) => {
+    if (!isSafeRelativePath(path)) throw new KnowledgeError('E_VALIDATION', `unsafe path ${JSON.stringify(path)}`);
+    if (plannedLower.has(path.toLowerCase())) throw new KnowledgeError('E_VALIDATION', `two files of this publication map to ${path}`);
+    plannedLower.add(path.toLowerCase());
+    bytes.set(path, data);
+    files.push({ path, priorSha256, inHistory });
+  };
+
+  // Evidence first: records cite it.
+  const sources: PlannedSource[] = [];
+  const bySha = new Map<string, PlannedSource>();
+  const getSource = db.prepare('SELECT source_id, sha256, size, media_type, path, descriptor_path, in_history FROM sources WHERE partition = ? AND source_id = ?');
+  for (const ev of req.evidence) {
+    const sha = sha256Hex(ev.bytes);
+    if (bySha.has(sha)) continue; // same bytes twice in one request: one source
+    const sourceId = sourceIdFor(sha);
+    const existing = getSource.get(partition, sourceId) as
+      | { source_id: string; sha256: string; size: number; media_type: string; path: string; descriptor_path: string; in_history: number }
+      | undefined;
+    let s: PlannedSource;
+    if (existing) {
+      s = {
+        sourceId, sha256: sha, size: existing.size, mediaType: existing.media_type, path: existing.path,
+        descriptorPath: existing.descriptor_path, inHistory: existing.in_history === 1, attribution: ev.attribution ?? '', isNew: false,
+      };
+    } else {
+      const media = detectMedia(ev.name, ev.bytes.subarray(0, 64), ev.mediaType);
+      const inHistory = belongsInHistory(ev.bytes.length, media);
+      const { path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(ev.name));
+      s = {
+        sourceId, sha256: sha, size: ev.bytes.length, mediaType: media.mediaType, path, descriptorPath, inHistory,
+        attribution: ev.attribution ?? '', isNew: true,
+      };
+      addFile(path, ev.bytes, inHistory, null);
+      addFile(descriptorPath, Buffer.from(descriptorText({
+        format: 'knowledge-source-v1', source_id: sourceId, retained_path: path, sha256: sha, size: ev.bytes.length,
+        media_type: media.mediaType, original_name: ev.name, attribution: ev.attribution ?? '', retained_at: ids.now, in_history: inHistory,
+      }), 'utf8'), true, null);
+      if (!inHistory) addFile(`${pdir}/evidence/${sourceId}/.gitignore`, Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), true, null);
+    }
+    bySha.set(sha, s);
+    sources.push(s);
+  }
+
+  const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
+  const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
+  const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
+  const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
+  const taken = (rel: string) =>
+    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || existsSync(join(store.paths.vault, rel));
+
+  const records: PlannedRecord[] = [];
+  const idsInRequest = new Set<string>();
+  const parsed = req.records.map((text, i) => {
+    const r = parseRecordText(text);
+    if (!r.ok) throw new KnowledgeError('E_VALIDATION', `record #${i + 1}: ${r.reason}`);
+    const id = r.file.data.id;
+    if (id !== undefined && (typeof id !== 'string' || !isValidId(id))) {
+      throw new KnowledgeError('E_VALIDATION', `record #${i + 1}: invalid id ${JSON.stringify(id)}`);
+    }
+    return r.file;
+  });
+  // Ids first, so relationships may point at records of the same request.
+  const assigned = parsed.map((f) => (typeof f.data.id === 'string' ? f.data.id : newRecordId()));
+  for (const id of assigned) {
+    if (idsInRequest.has(id)) throw new KnowledgeError('E_VALIDATION', `record id ${id} appears twice in one publication`);
+    idsInRequest.add(id);
+  }
+
+  parsed.forEach((file, i) => {
+    const label = `record #${i + 1}`;
+    const id = assigned[i]!;
+    const existing = getRecord.get(id) as IndexedRecord | undefined;
+    let revision = 1;
+    let priorRevision: number | null = null;
+    let path: string;
+    let recordedAt: string | undefined;
+    let priorSha: string | null = null;
+    if (existing) {
+      if (existing.partition !== partition) {
+        // Never reveal another partition's content; the id is simply unavailable here.
+        throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is already used by a record outside this partition`);
+      }
+      const expected = file.data.revision;
+      if (expected === undefined) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} exists at revision ${existing.revision}; publish it with revision: ${existing.revision} to revise it [REC-4]`);
+      }
+      if (expected !== existing.revision) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} is at revision ${existing.revision}, not ${String(expected)} [REC-4]`);
+      }
+      const onDisk = join(store.paths.vault, existing.path);
+      const current = existsSync(onDisk) ? sha256Hex(readFileSync(onDisk)) : null;
+      if (current !== existing.sha256) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} changed on disk since Knowledge last recorded it; run knowledge scan first`);
+      }
+      revision = existing.revision + 1;
+      priorRevision = existing.revision;
+      path = existing.path;
+      recordedAt = existing.recorded_at;
+      priorSha = existing.sha256;
+    } else {
+      const kind = file.data.kind;
+      const title = file.data.title;
+      if (kind !== 'page' && kind !== 'claim' && kind !== 'relationship') {
+        throw new KnowledgeError('E_VALIDATION', `${label}: kind must be page, claim or relationship`);
+      }
+      if (typeof title !== 'string' || title.trim() === '') throw new KnowledgeError('E_VALIDATION', `${label}: title is required`);
+      path = recordPath({ partitionDir: pdir, kind, title, id, taken });
+    }
+    // Appendix A: a claim/relationship given evidence files and no explicit citations cites every given file.
+    if (requiresEvidence(file.data.kind as never) && file.data.evidence === undefined && sources.length > 0) {
+      const cites: Citation[] = sources.map((s) => ({ source: s.sourceId }));
+      file.doc.set('evidence', cites);
+      file.data.evidence = cites;
+    }
+    const { meta, text } = completeDraft(file, { id, revision, scope: partition, now: ids.now, recordedAt });
+    if (requiresEvidence(meta.kind) && meta.evidence.length === 0) {
+      throw new KnowledgeError('E_VALIDATION', `${label}: a ${meta.kind} must cite evidence (pass --evidence FILE or evidence: [{ source: ID }])`);
+    }
+    for (const c of meta.evidence) {
+      const inRequest = sources.some((s) => s.sourceId === c.source);
+      if (!inRequest && sourceInPartition.get(c.source, partition) === undefined) {
+        throw new KnowledgeError('E_VALIDATION', `${label}: cites unknown evidence source ${c.source}`);
+      }
+    }
+    if (meta.kind === 'relationship') {
+      for (const end of [meta.from, meta.to]) {
+        if (!end || (!idsInRequest.has(end) && knownInPartition.get(end, partition) === undefined)) {
+          throw new KnowledgeError('E_VALIDATION', `${label}: relationship endpoint ${JSON.stringify(end)} is not a record of this partition`);
+        }
+      }
+    }
+    const data = Buffer.from(text, 'utf8');
+    addFile(path, data, true, priorSha);
+    const bodyStart = text.indexOf('\n---', 3);
+    records.push({
+      id, revision, priorRevision, path, sha256: sha256Hex(data), meta,
+      body: bodyStart >= 0 ? text.slice(text.indexOf('\n', bodyStart + 1) + 1) : '',
+    });
+  });
+
+  const plan: Plan = {
+    publicationId: ids.publicationId, requestId: ids.requestId, requestHash: ids.hash, partition, actor: req.actor,
+    createdAt: ids.now, records, sources, files,
+  };
+  return { plan, bytes };
+}

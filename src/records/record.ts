@@ -1,0 +1,573 @@
+/**
+ * Record envelope: parse, validate, complete and serialize one
+ * `knowledge-record-v1` Markdown file [REC-1..REC-3].
+ *
+ * The YAML Document is kept (not just its JS value) so that a rewrite only
+ * touches store-owned fields: unknown keys, their values, comments and key
+ * order survive [REC-2].
+ */
+import { createHash } from 'node:crypto';
+import { Document, Pair, Scalar, YAMLMap, isMap, isNode, isScalar, parseDocument } from 'yaml';
+import { KnowledgeError } from '../errors.js';
+import {
+  LIFECYCLES,
+  MAX_TITLE_LENGTH,
+  RECORD_FORMAT,
+  RECORD_KINDS,
+  type Citation,
+  type Lifecycle,
+  type RecordKind,
+  type RecordMeta,
+} from './types.js';
+
+export interface ParsedFile {
+  doc: Document;
+  data: Record<string, unknown>;
+  body: string;
+}
+
+export type ParseResult = { ok: true; file: ParsedFile } | { ok: false; reason: string };
+
+/** What a caller wrote (may lack store-owned fields). */
+export interface DraftInput {
+  file: ParsedFile;
+}
+
+export interface ValidationIssue {
+  field: string;
+  message: string;
+}
+
+export interface CompleteFill {
+  id: string;
+  revision: number;
+  scope: string;
+  now: string;
+  /** Keep the original `recorded_at` on revisions; defaults to `now`. */
+  recordedAt?: string;
+}
+
+export interface CompletedDraft {
+  meta: RecordMeta;
+  text: string;
+  /** The completed file (a fresh Document; the input file is not mutated). */
+  file: ParsedFile;
+}
+
+const YAML_PARSE_OPTIONS = {
+  version: '1.2',
+  schema: 'core',
+  uniqueKeys: true,
+  strict: true,
+  prettyErrors: false,
+} as const;
+
+const YAML_STRINGIFY_OPTIONS = {
+  // Never fold long strings: keeps values on the lines the author wrote them.
+  lineWidth: 0,
+} as const;
+
+// ---------------------------------------------------------------------------
+// Small predicates
+
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const TS_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z$/;
+// C0, DEL, C1 controls and the Unicode line/paragraph separators.
+const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+/** Record id syntax: `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`. */
+export function isValidId(id: unknown): id is string {
+  return typeof id === 'string' && ID_RE.test(id);
+}
+
+/** ISO-8601 UTC `YYYY-MM-DDTHH:MM:SS(.fraction)?Z` naming a real calendar instant. */
+export function isUtcTimestamp(value: unknown): value is string {
+  if (typeof value !== 'string') return false;
+  const m = TS_RE.exec(value);
+  if (!m) return false;
+  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return false;
+  const date = new Date(Date.UTC(y, mo - 1, d));
+  // Date.UTC maps years 0..99 to 1900..1999; setUTCFullYear fixes that.
+  date.setUTCFullYear(y);
+  return date.getUTCMonth() === mo - 1 && date.getUTCDate() === d;
+}
+
+/** Claims and relationships must cite evidence; pages may. */
+export function requiresEvidence(kind: RecordKind): boolean {
+  return kind === 'claim' || kind === 'relationship';
+}
+
+export function sha256Hex(bytes: Buffer | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+// ---------------------------------------------------------------------------
+// Envelope
+
+function fail(reason: string): { ok: false; reason: string } {
+  return { ok: false, reason };
+}
+
+function lineOfOffset(text: string, offset: number): number {
+  let line = 1;
+  for (let i = 0; i < offset && i < text.length; i++) if (text.charCodeAt(i) === 10) line++;
+  return line;
+}
+
+/**
+ * Parse a record file's text. The text must begin with a `---` line (LF or
+ * CRLF), then YAML 1.2 (core schema) frontmatter that is a mapping, closed by
+ * a line that is exactly `---`. The body is everything after the closing
+ * line, kept exactly. A byte order mark is rejected.
+ */
+export function parseRecordText(text: string): ParseResult {
+  if (typeof text !== 'string') return fail('record is not text');
+  if (text.startsWith('\uFEFF')) {
+    return fail('record starts with a byte order mark (BOM); it must begin with a "---" line');
+  }
+  let start: number;
+  if (text.startsWith('---\n')) start = 4;
+  else if (text.startsWith('---\r\n')) start = 5;
+  else return fail('missing frontmatter: a record must begin with a "---" line');
+
+  let lineStart = start;
+  let close = -1;
+  let bodyStart = -1;
+  for (;;) {
+    const nl = text.indexOf('\n', lineStart);
+    const lineEnd = nl === -1 ? text.length : nl;
+    let line = text.slice(lineStart, lineEnd);
+    if (line.endsWith('\r')) line = line.slice(0, -1);
+    if (line === '---') {
+      close = lineStart;
+      bodyStart = nl === -1 ? text.length : nl + 1;
+      break;
+    }
+    if (nl === -1) break;
+    lineStart = nl + 1;
+  }
+  if (close < 0) return fail('unclosed frontmatter: no closing "---" line');
+
+  const yamlText = text.slice(start, close);
+  let doc: Document;
+  try {
+    doc = parseDocument(yamlText, YAML_PARSE_OPTIONS);
+  } catch (err) {
+    return fail(`invalid YAML frontmatter: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const firstError = doc.errors[0];
+  if (firstError) {
+    // Line numbers count from the top of the file (the opening "---" is line 1).
+    const line = lineOfOffset(yamlText, firstError.pos[0]) + 1;
+    const msg = firstError.message.split('\n')[0] ?? firstError.message;
+    return fail(`invalid YAML frontmatter (line ${line}): ${msg}`);
+  }
+  if (!isMap(doc.contents)) {
+    return fail('frontmatter must be a YAML mapping of keys to values');
+  }
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    return fail(`invalid YAML frontmatter: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (!isPlainObject(data)) return fail('frontmatter must be a YAML mapping of keys to values');
+  return { ok: true, file: { doc, data, body: text.slice(bodyStart) } };
+}
+
+/** Parse raw file bytes: rejects invalid UTF-8 and a BOM, then {@link parseRecordText}. */
+export function parseRecordBytes(bytes: Uint8Array): ParseResult {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return fail('record is not valid UTF-8');
+  }
+  return parseRecordText(text);
+}
+
+/** `'---\n' + yaml + '---\n' + body`. */
+export function serializeRecord(file: ParsedFile): string {
+  let yaml = file.doc.toString(YAML_STRINGIFY_OPTIONS);
+  if (!yaml.endsWith('\n')) yaml += '\n';
+  return `---\n${yaml}---\n${file.body}`;
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+function own(data: Record<string, unknown>, key: string): unknown {
+  return Object.prototype.hasOwnProperty.call(data, key) ? data[key] : undefined;
+}
+
+function isSingleLine(s: string): boolean {
+  return s.trim().length > 0 && !CONTROL_RE.test(s);
+}
+
+type Mode = 'stored' | 'draft';
+
+interface Checked {
+  issues: ValidationIssue[];
+  meta: Partial<RecordMeta>;
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  return `${typeof v} ${JSON.stringify(v)}`;
+}
+
+function checkStringList(
+  data: Record<string, unknown>,
+  key: 'aliases' | 'tags' | 'dependencies',
+  issues: ValidationIssue[],
+): string[] {
+  const v = own(data, key);
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) {
+    issues.push({ field: key, message: `must be a list, got ${describe(v)}` });
+    return [];
+  }
+  const out: string[] = [];
+  v.forEach((item: unknown, i) => {
+    const field = `${key}[${i}]`;
+    if (key === 'dependencies') {
+      if (!isValidId(item)) {
+        issues.push({ field, message: `must be a record id (letters, digits, '.', '_', ':', '-'; at most 128 characters), got ${describe(item)}` });
+        return;
+      }
+    } else if (typeof item !== 'string' || !isSingleLine(item)) {
+      issues.push({ field, message: `must be a non-empty single-line string, got ${describe(item)}` });
+      return;
+    }
+    out.push(item as string);
+  });
+  return out;
+}
+
+function checkEvidence(data: Record<string, unknown>, issues: ValidationIssue[]): Citation[] {
+  const v = own(data, 'evidence');
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) {
+    issues.push({ field: 'evidence', message: `must be a list of citations, got ${describe(v)}` });
+    return [];
+  }
+  const out: Citation[] = [];
+  v.forEach((item: unknown, i) => {
+    const field = `evidence[${i}]`;
+    if (!isPlainObject(item)) {
+      issues.push({ field, message: `must be a citation mapping with a "source", got ${describe(item)}` });
+      return;
+    }
+    let ok = true;
+    const source = own(item, 'source');
+    if (typeof source !== 'string' || !isSingleLine(source)) {
+      issues.push({ field: `${field}.source`, message: source === undefined ? 'is required' : `must be a non-empty source id string, got ${describe(source)}` });
+      ok = false;
+    }
+    const citation: Citation = { source: source as string };
+    const lines = own(item, 'lines');
+    if (lines !== undefined && lines !== null) {
+      const good =
+        Array.isArray(lines) &&
+        lines.length === 2 &&
+        lines.every((n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 1) &&
+        (lines[0] as number) <= (lines[1] as number);
+      if (!good) {
+        issues.push({ field: `${field}.lines`, message: `must be an inclusive line range [first, last] of positive integers with first <= last, got ${describe(lines)}` });
+        ok = false;
+      } else {
+        citation.lines = [lines[0] as number, lines[1] as number];
+      }
+    }
+    const quote = own(item, 'quote');
+    if (quote !== undefined && quote !== null) {
+      if (typeof quote !== 'string' || quote.length === 0) {
+        issues.push({ field: `${field}.quote`, message: `must be a non-empty string, got ${describe(quote)}` });
+        ok = false;
+      } else {
+        citation.quote = quote;
+      }
+    }
+    if (ok) out.push(citation);
+  });
+  return out;
+}
+
+function check(data: Record<string, unknown>, mode: Mode): Checked {
+  const issues: ValidationIssue[] = [];
+  const meta: Partial<RecordMeta> = {};
+  const stored = mode === 'stored';
+
+  const format = own(data, 'format');
+  if (format === undefined) {
+    if (stored) issues.push({ field: 'format', message: `is required (${RECORD_FORMAT})` });
+  } else if (format !== RECORD_FORMAT) {
+    issues.push({ field: 'format', message: `must be ${RECORD_FORMAT}, got ${describe(format)}` });
+  } else meta.format = RECORD_FORMAT;
+
+  const id = own(data, 'id');
+  if (id === undefined || id === null) {
+    if (stored) issues.push({ field: 'id', message: 'is required' });
+  } else if (!isValidId(id)) {
+    issues.push({
+      field: 'id',
+      message: `must be a string of letters, digits, '.', '_', ':', '-' starting with a letter or digit, at most 128 characters (quote numeric ids), got ${describe(id)}`,
+    });
+  } else meta.id = id;
+
+  if (stored) {
+    const revision = own(data, 'revision');
+    if (typeof revision !== 'number' || !Number.isSafeInteger(revision) || revision < 1) {
+      issues.push({ field: 'revision', message: revision === undefined ? 'is required' : `must be a positive integer, got ${describe(revision)}` });
+    } else meta.revision = revision;
+
+    const scope = own(data, 'scope');
+    if (typeof scope !== 'string' || !isSingleLine(scope)) {
+      issues.push({ field: 'scope', message: scope === undefined ? 'is required' : `must be a partition id string, got ${describe(scope)}` });
+    } else meta.scope = scope;
+
+    for (const key of ['recorded_at', 'updated_at'] as const) {
+      const ts = own(data, key);
+      if (!isUtcTimestamp(ts)) {
+        issues.push({ field: key, message: ts === undefined ? 'is required' : `must be a UTC ISO-8601 timestamp like 2024-01-31T12:00:00Z, got ${describe(ts)}` });
+      } else meta[key] = ts;
+    }
+  }
+
+  const kind = own(data, 'kind');
+  if (typeof kind !== 'string' || !(RECORD_KINDS as readonly string[]).includes(kind)) {
+    issues.push({ field: 'kind', message: kind === undefined ? `is required (${RECORD_KINDS.join(' | ')})` : `must be one of ${RECORD_KINDS.join(' | ')}, got ${describe(kind)}` });
+  } else meta.kind = kind as RecordKind;
+
+  const title = own(data, 'title');
+  if (title === undefined || title === null) {
+    issues.push({ field: 'title', message: 'is required' });
+  } else if (typeof title !== 'string') {
+    issues.push({ field: 'title', message: `must be a string (quote it), got ${describe(title)}` });
+  } else if (!isSingleLine(title)) {
+    issues.push({ field: 'title', message: 'must be a non-empty single line without control characters' });
+  } else if ([...title].length > MAX_TITLE_LENGTH) {
+    issues.push({ field: 'title', message: `must be at most ${MAX_TITLE_LENGTH} characters, got ${[...title].length}` });
+  } else meta.title = title;
+
+  const lifecycle = own(data, 'lifecycle');
+  if (lifecycle === undefined) {
+    if (stored) issues.push({ field: 'lifecycle', message: `is required (${LIFECYCLES.join(' | ')})` });
+    else meta.lifecycle = 'active';
+  } else if (typeof lifecycle !== 'string' || !(LIFECYCLES as readonly string[]).includes(lifecycle)) {
+    issues.push({ field: 'lifecycle', message: `must be one of ${LIFECYCLES.join(' | ')}, got ${describe(lifecycle)}` });
+  } else meta.lifecycle = lifecycle as Lifecycle;
+
+  meta.aliases = checkStringList(data, 'aliases', issues);
+  meta.tags = checkStringList(data, 'tags', issues);
+  meta.dependencies = checkStringList(data, 'dependencies', issues);
+  meta.evidence = checkEvidence(data, issues);
+
+  if (kind === 'claim') {
+    const ck = own(data, 'claim_kind');
+    if (typeof ck !== 'string' || !isSingleLine(ck)) {
+      issues.push({ field: 'claim_kind', message: ck === undefined ? 'is required for claims (fact, preference, decision, commitment, event, ...)' : `must be a non-empty single-line string, got ${describe(ck)}` });
+    } else meta.claim_kind = ck;
+  }
+  if (kind === 'relationship') {
+    const rt = own(data, 'relationship_type');
+    if (typeof rt !== 'string' || !isSingleLine(rt)) {
+      issues.push({ field: 'relationship_type', message: rt === undefined ? 'is required for relationships' : `must be a non-empty single-line string, got ${describe(rt)}` });
+    } else meta.relationship_type = rt;
+    for (const key of ['from', 'to'] as const) {
+      const end = own(data, key);
+      if (!isValidId(end)) {
+        issues.push({ field: key, message: end === undefined ? 'is required for relationships (an endpoint record id)' : `must be an endpoint record id, got ${describe(end)}` });
+      } else meta[key] = end;
+    }
+  }
+  return { issues, meta };
+}
+
+function formatIssues(issues: ValidationIssue[]): string {
+  return issues.map((i) => `${i.field}: ${i.message}`).join('; ');
+}
+
+/** Order the meta keys deterministically (useful for JSON output and equality). */
+function finishMeta(m: Partial<RecordMeta>): RecordMeta {
+  const meta: RecordMeta = {
+    format: RECORD_FORMAT,
+    id: m.id as string,
+    revision: m.revision as number,
+    kind: m.kind as RecordKind,
+    title: m.title as string,
+    recorded_at: m.recorded_at as string,
+    updated_at: m.updated_at as string,
+    scope: m.scope as string,
+    lifecycle: m.lifecycle as Lifecycle,
+    aliases: m.aliases ?? [],
+    tags: m.tags ?? [],
+    dependencies: m.dependencies ?? [],
+    evidence: m.evidence ?? [],
+  };
+  if (m.claim_kind !== undefined) meta.claim_kind = m.claim_kind;
+  if (m.relationship_type !== undefined) meta.relationship_type = m.relationship_type;
+  if (m.from !== undefined) meta.from = m.from;
+  if (m.to !== undefined) meta.to = m.to;
+  return meta;
+}
+
+/** Full validation of a record as it sits in the vault [REC-1]. Does not require evidence (see requiresEvidence). */
+export function validateStored(
+  file: ParsedFile,
+): { ok: true; meta: RecordMeta } | { ok: false; reason: string; issues: ValidationIssue[] } {
+  const { issues, meta } = check(file.data, 'stored');
+  if (issues.length > 0) return { ok: false, reason: formatIssues(issues), issues };
+  return { ok: true, meta: finishMeta(meta) };
+}
+
+/** Validate a caller's draft without completing it; throws E_VALIDATION naming each bad field. */
+export function validateDraft(file: ParsedFile): void {
+  const { issues } = check(file.data, 'draft');
+  if (issues.length > 0) {
+    throw new KnowledgeError('E_VALIDATION', formatIssues(issues), { errors: issues });
+  }
+}
+
+/**
+ * The caller's expected revision from a draft (`revision:`), or undefined when
+ * absent. Throws E_VALIDATION when present but not a positive integer.
+ */
+export function draftExpectedRevision(file: ParsedFile): number | undefined {
+  const v = own(file.data, 'revision');
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
+    const issues = [{ field: 'revision', message: `the expected revision must be a positive integer, got ${describe(v)}` }];
+    throw new KnowledgeError('E_VALIDATION', formatIssues(issues), { errors: issues });
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+// Completion (store-owned fields)
+
+const YAML11_SPECIAL = /^(?:y|n|yes|no|true|false|on|off|null)$/i;
+const SAFE_PLAIN = /^[A-Za-z_][A-Za-z0-9_.:-]*$/;
+
+/** A scalar node for a store-written value; strings that any YAML parser could misread are double-quoted. */
+function storeScalar(value: string | number): Scalar {
+  const node = new Scalar(value);
+  if (typeof value === 'string') {
+    const plain = SAFE_PLAIN.test(value) && !value.endsWith(':') && !YAML11_SPECIAL.test(value);
+    node.type = plain ? Scalar.PLAIN : Scalar.QUOTE_DOUBLE;
+  }
+  return node;
+}
+
+function keyName(key: unknown): string | undefined {
+  if (isScalar(key) && typeof key.value === 'string') return key.value;
+  return typeof key === 'string' ? key : undefined;
+}
+
+/**
+ * Set a store-owned value in place: an existing pair keeps its position and
+ * its comments; an absent key is inserted at `insertAt`. Returns true when inserted.
+ */
+function setOwned(map: YAMLMap, key: string, value: string | number, insertAt: number): boolean {
+  const node = storeScalar(value);
+  const pair = map.items.find((p) => keyName(p.key) === key);
+  if (pair) {
+    const old = pair.value;
+    if (isNode(old)) {
+      if (old.comment !== undefined) node.comment = old.comment;
+      if (old.commentBefore !== undefined) node.commentBefore = old.commentBefore;
+      if (old.spaceBefore !== undefined) node.spaceBefore = old.spaceBefore;
+    }
+    pair.value = node;
+    return false;
+  }
+  map.items.splice(insertAt, 0, new Pair(new Scalar(key), node));
+  return true;
+}
+
+function internal(message: string): KnowledgeError {
+  return new KnowledgeError('E_INTERNAL', message);
+}
+
+/**
+ * Validate a caller's draft and fill the store-owned fields on a copy of its
+ * YAML Document. Throws E_VALIDATION naming the field on bad input, and
+ * E_INTERNAL when `fill` itself is invalid.
+ *
+ * Store-owned: format, id (the caller's id wins when present), revision,
+ * scope, recorded_at (fill.recordedAt ?? fill.now), updated_at (fill.now);
+ * lifecycle defaults to active when absent. Absent keys are inserted first,
+ * in the order format, id, revision, scope, recorded_at, updated_at, lifecycle.
+ */
+export function completeDraft(file: ParsedFile, fill: CompleteFill): CompletedDraft {
+  validateDraft(file);
+
+  const callerId = own(file.data, 'id');
+  const id = isValidId(callerId) ? callerId : fill.id;
+  if (!isValidId(id)) throw internal(`completeDraft: invalid fill.id ${JSON.stringify(fill.id)}`);
+  if (!Number.isSafeInteger(fill.revision) || fill.revision < 1) {
+    throw internal(`completeDraft: invalid fill.revision ${String(fill.revision)}`);
+  }
+  if (typeof fill.scope !== 'string' || !isSingleLine(fill.scope)) {
+    throw internal(`completeDraft: invalid fill.scope ${JSON.stringify(fill.scope)}`);
+  }
+  if (!isUtcTimestamp(fill.now)) throw internal(`completeDraft: invalid fill.now ${JSON.stringify(fill.now)}`);
+  const recordedAt = fill.recordedAt ?? fill.now;
+  if (!isUtcTimestamp(recordedAt)) {
+    throw internal(`completeDraft: invalid fill.recordedAt ${JSON.stringify(fill.recordedAt)}`);
+  }
+
+  const doc = file.doc.clone();
+  const map = doc.contents;
+  if (!isMap(map)) throw new KnowledgeError('E_VALIDATION', 'frontmatter must be a YAML mapping of keys to values');
+
+  const values: [string, string | number][] = [
+    ['format', RECORD_FORMAT],
+    ['id', id],
+    ['revision', fill.revision],
+    ['scope', fill.scope],
+    ['recorded_at', recordedAt],
+    ['updated_at', fill.now],
+  ];
+  if (own(file.data, 'lifecycle') === undefined) values.push(['lifecycle', 'active']);
+  let inserted = 0;
+  for (const [key, value] of values) {
+    if (setOwned(map, key, value, inserted)) inserted++;
+  }
+
+  const data = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
+  const completed: ParsedFile = { doc, data, body: file.body };
+  const result = validateStored(completed);
+  if (!result.ok) throw internal(`completeDraft produced an invalid record: ${result.reason}`);
+  return { meta: result.meta, text: serializeRecord(completed), file: completed };
+}
+
+/**
+ * When the draft has no explicit citations (`evidence` absent, null or an
+ * empty list), return a copy citing every given source id; otherwise return
+ * the file unchanged. (Appendix A: "given --evidence files and no explicit
+ * citations cites every given file".)
+ */
+export function withDefaultCitations(file: ParsedFile, sourceIds: readonly string[]): ParsedFile {
+  if (sourceIds.length === 0) return file;
+  const current = own(file.data, 'evidence');
+  if (current !== undefined && current !== null && !(Array.isArray(current) && current.length === 0)) return file;
+  const doc = file.doc.clone();
+  const map = doc.contents;
+  if (!isMap(map)) return file;
+  const node = doc.createNode(sourceIds.map((source) => ({ source })));
+  const pair = map.items.find((p) => keyName(p.key) === 'evidence');
+  if (pair) pair.value = node;
+  else map.items.push(new Pair(new Scalar('evidence'), node));
+  const data = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
+  return { doc, data, body: file.body };
+}

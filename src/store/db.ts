@@ -1,0 +1,51 @@
+/**
+ * state.sqlite: journal, outbox, receipts, scan state and read indexes [LAY-1].
+ * WAL with synchronous=FULL: better-sqlite3's default (NORMAL under WAL) can
+ * lose the last transactions on power loss (FIELD-NOTES, durability).
+ */
+import Database from 'better-sqlite3';
+
+export type DB = Database.Database;
+
+import m001 from './migrations/001-core.js';
+import m002 from './migrations/002-scans.js';
+import m003 from './migrations/003-read.js';
+import m004 from './migrations/004-attachments.js';
+
+/** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
+const migrations: string[] = [m001, m002, m003, m004];
+
+export const SCHEMA_VERSION = migrations.length;
+
+export function openDatabase(file: string, opts: { create: boolean }): DB {
+  const db = new Database(file, { fileMustExist: !opts.create });
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  migrate(db);
+  return db;
+}
+
+export function migrate(db: DB): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > migrations.length) {
+    throw new Error(`state.sqlite schema version ${current} is newer than this Knowledge (${migrations.length})`);
+  }
+  for (let v = current; v < migrations.length; v++) {
+    const sql = migrations[v]!;
+    db.transaction(() => {
+      if (sql.trim() !== '') db.exec(sql);
+      db.pragma(`user_version = ${v + 1}`);
+    })();
+  }
+}
+
+export function getMeta(db: DB, key: string): string | undefined {
+  const row = db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
+  return row?.value;
+}
+
+export function setMeta(db: DB, key: string, value: string): void {
+  db.prepare('INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value').run(key, value);
+}

@@ -1,0 +1,2 @@
+/** Scans: scan runs, their receipts and diagnostics (issue: scans). */
+export default ``;

@@ -1,0 +1,2 @@
+/** Read side: FTS5 search index over records (issue: reading surfaces). */
+export default ``;

@@ -1,0 +1,2 @@
+/** Attachments: chunked uploads (issue: attachments). */
+export default ``;

@@ -1,0 +1,157 @@
+/**
+ * Creating and opening a store [LAY-1..4]. Creating is an explicit act; a
+ * store that lost its vault, manifest or database is E_UNAVAILABLE and is
+ * never recreated empty [LAY-3].
+ */
+import { existsSync, readFileSync, readdirSync, lstatSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
+import { KnowledgeError } from '../errors.js';
+import { openDatabase, getMeta, setMeta, type DB } from './db.js';
+import { storePaths, VAULT_FORMAT, type StorePaths } from './layout.js';
+import { Registry, knowledgeHome, type StoreSettings } from './registry.js';
+import { acquireWriterLock, releaseWriterLock } from './lock.js';
+
+export interface VaultManifest {
+  format: typeof VAULT_FORMAT;
+  vaultId: string;
+  createdAt: string;
+}
+
+export interface Store {
+  paths: StorePaths;
+  db: DB;
+  manifest: VaultManifest;
+  settings: StoreSettings;
+  registry: Registry;
+  /** True while this process holds the single-writer lock. */
+  writer: boolean;
+  close(): void;
+}
+
+export interface InitResult { store: string; vault: string; vaultId: string; writesEnabled: boolean; created: boolean }
+
+export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.ProcessEnv } = {}): InitResult {
+  const root = resolve(dir);
+  const paths = storePaths(root);
+  const registry = new Registry(knowledgeHome(opts.env));
+  const known = registry.get(root);
+  const hasVault = existsSync(paths.vault);
+  const hasManifest = existsSync(paths.manifest);
+  const hasDb = existsSync(paths.database);
+  if (hasManifest && hasDb) {
+    // Already a store: init is idempotent, but never changes an existing vault id.
+    const manifest = readManifest(paths);
+    if (!known) registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
+    const settings = registry.get(root)!;
+    return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
+  }
+  if (known || hasManifest || hasDb) {
+    throw new KnowledgeError(
+      'E_UNAVAILABLE',
+      `store ${root} is incomplete (${describeMissing(hasVault, hasManifest, hasDb)}); refusing to recreate it [LAY-3]`,
+    );
+  }
+  if (hasVault && readdirSync(paths.vault).length > 0) {
+    // Adopting an existing folder of Markdown is allowed: scans will baseline it.
+    if (!lstatSync(paths.vault).isDirectory()) throw new KnowledgeError('E_VALIDATION', `${paths.vault} is not a directory`);
+  }
+  const manifest: VaultManifest = { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: new Date().toISOString() };
+  mkdirDurable(paths.vault);
+  mkdirDurable(paths.staging);
+  // Keep our recovery files out of the user's `git status` without touching
+  // any git configuration: a .gitignore inside the folder ignores the folder.
+  atomicWrite(`${paths.history}/.gitignore`, '# Knowledge recovery files: never committed [GIT-13]\n*\n');
+  const db = openDatabase(paths.database, { create: true });
+  try {
+    setMeta(db, 'vault_id', manifest.vaultId);
+    setMeta(db, 'created_at', manifest.createdAt);
+  } finally {
+    db.close();
+  }
+  atomicWrite(paths.manifest, JSON.stringify(manifest, null, 2) + '\n');
+  registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
+  return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, created: true };
+}
+
+function describeMissing(vault: boolean, manifest: boolean, db: boolean): string {
+  const missing = [!vault && 'vault directory', !manifest && 'vault/vault.json', !db && 'state.sqlite'].filter(Boolean);
+  return missing.length ? `missing ${missing.join(', ')}` : 'inconsistent';
+}
+
+function readManifest(paths: StorePaths): VaultManifest {
+  try {
+    const m = JSON.parse(readFileSync(paths.manifest, 'utf8')) as VaultManifest;
+    if (m.format !== VAULT_FORMAT || typeof m.vaultId !== 'string') throw new Error('not a knowledge vault manifest');
+    return m;
+  } catch (err) {
+    throw new KnowledgeError('E_UNAVAILABLE', `vault manifest ${paths.manifest} is unreadable: ${(err as Error).message}`);
+  }
+}
+
+export interface OpenOptions {
+  /** Take the single-writer lock [LAY-4]. */
+  write: boolean;
+  /** Shown to other processes that find the lock held. */
+  command?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export function openStore(dir: string, opts: OpenOptions): Store {
+  const root = resolve(dir);
+  const paths = storePaths(root);
+  const registry = new Registry(knowledgeHome(opts.env));
+  const hasVault = isDirectory(paths.vault);
+  const hasManifest = isFile(paths.manifest);
+  const hasDb = isFile(paths.database);
+  if (!hasVault || !hasManifest || !hasDb) {
+    const known = registry.get(root);
+    const what = !hasVault && !hasManifest && !hasDb && !known
+      ? `no store at ${root} (create one with: knowledge init ${dir})`
+      : `store ${root} is unavailable: ${describeMissing(hasVault, hasManifest, hasDb)}; it is not recreated [LAY-3]`;
+    throw new KnowledgeError('E_UNAVAILABLE', what);
+  }
+  const manifest = readManifest(paths);
+  let db: DB;
+  try {
+    db = openDatabase(paths.database, { create: false });
+  } catch (err) {
+    throw new KnowledgeError('E_UNAVAILABLE', `state.sqlite of ${root} cannot be opened: ${(err as Error).message}`);
+  }
+  const dbVault = getMeta(db, 'vault_id');
+  if (dbVault !== manifest.vaultId) {
+    db.close();
+    throw new KnowledgeError('E_UNAVAILABLE', `store ${root}: vault.json (${manifest.vaultId}) does not belong to state.sqlite (${dbVault ?? 'none'})`);
+  }
+  const settings = registry.get(root) ?? { vaultId: manifest.vaultId, writesEnabled: true, createdAt: manifest.createdAt };
+  let writer = false;
+  if (opts.write) {
+    try {
+      acquireWriterLock(db, opts.command ?? `knowledge ${process.argv.slice(2, 3).join(' ')}`.trim());
+      writer = true;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+    mkdirDurable(paths.staging);
+    clearStaleTemps(paths.staging);
+  }
+  let closed = false;
+  return {
+    paths,
+    db,
+    manifest,
+    settings,
+    registry,
+    writer,
+    close() {
+      if (closed) return;
+      closed = true;
+      if (writer) {
+        try { releaseWriterLock(db); } catch { /* the lock of a dead pid is taken over anyway */ }
+      }
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,67 @@
+import { mkdtempSync, mkdirSync, rmSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+
+/**
+ * Every test gets its own directory and a cleaned environment: no inherited
+ * GIT_* variables, HOME and KNOWLEDGE_HOME inside the test directory.
+ */
+export interface Sandbox {
+  dir: string;
+  home: string;
+  env: NodeJS.ProcessEnv;
+  cleanup(): void;
+}
+
+export function makeSandbox(prefix = 'kn-test-'): Sandbox {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
+  const home = join(dir, 'home');
+  mkdirSync(home, { recursive: true });
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k.startsWith('GIT_') || k.startsWith('KNOWLEDGE_')) continue;
+    env[k] = v;
+  }
+  env.HOME = home;
+  env.KNOWLEDGE_HOME = join(home, '.knowledge');
+  env.GIT_CONFIG_NOSYSTEM = '1';
+  env.GIT_AUTHOR_NAME = 'Test User';
+  env.GIT_AUTHOR_EMAIL = 'user@example.com';
+  env.GIT_COMMITTER_NAME = 'Test User';
+  env.GIT_COMMITTER_EMAIL = 'user@example.com';
+  env.LC_ALL = 'C';
+  return {
+    dir,
+    home,
+    env,
+    cleanup() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Run the user's git (not Knowledge's runner) in the sandbox, as a person would. */
+export function userGit(sb: Sandbox, cwd: string, args: string[], input?: string): string {
+  const r = spawnSync('git', args, { cwd, env: sb.env, input, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`git ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  return r.stdout;
+}
+
+export function userGitRaw(sb: Sandbox, cwd: string, args: string[]): SpawnSyncReturns<string> {
+  return spawnSync('git', args, { cwd, env: sb.env, encoding: 'utf8' });
+}
+
+const repoRoot = new URL('..', import.meta.url).pathname;
+export const cliPath = join(repoRoot, 'bin', 'knowledge.js');
+
+/** Run the built CLI as a real process. */
+export function cli(sb: Sandbox, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}) {
+  const r = spawnSync(process.execPath, [cliPath, ...args], {
+    cwd: opts.cwd ?? sb.dir,
+    env: { ...sb.env, ...opts.env },
+    input: opts.input,
+    encoding: 'utf8',
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}

@@ -1,0 +1,183 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+
+let sb: Sandbox;
+let vault: string;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  vault = join(sb.dir, 'st', 'vault');
+});
+afterEach(() => sb.cleanup());
+
+const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
+
+function write(name: string, text: string | Buffer): string {
+  writeFileSync(join(sb.dir, name), text);
+  return name;
+}
+
+function publish(args: string[]) {
+  const r = cli(sb, ['publish', '--store', 'st', '--json', ...args]);
+  return { ...r, receipt: r.code === 0 ? JSON.parse(r.stdout) : null };
+}
+
+describe('publish: receipt contract (Appendix A)', () => {
+  it('returns one JSON receipt with records, evidence and git state; paths vault-relative', () => {
+    write('c.md', '---\nkind: claim\nclaim_kind: fact\ntitle: Water boils at 100 C\n---\nAt sea level.\n');
+    write('notes.txt', 'measured at sea level\n');
+    const { code, receipt, stderr } = publish(['--evidence', 'notes.txt', 'c.md', '--request-id', '6f1b7a52-5e39-4c1d-9d0a-6f4e2b0d9c11']);
+    expect(code, stderr).toBe(0);
+    expect(receipt).toMatchObject({
+      kind: 'publication',
+      requestId: '6f1b7a52-5e39-4c1d-9d0a-6f4e2b0d9c11',
+      partition: 'private',
+      actor: 'operator',
+      git: { state: 'committed' },
+    });
+    expect(receipt.publicationId).toMatch(/^pub-/);
+    expect(receipt.records).toHaveLength(1);
+    const rec = receipt.records[0];
+    expect(rec).toMatchObject({ revision: 1, path: 'private/claims/water-boils-at-100-c.md' });
+    expect(rec.sha256).toBe(sha(readFileSync(join(vault, rec.path))));
+    expect(receipt.evidence).toEqual([
+      expect.objectContaining({ sha256: sha('measured at sea level\n'), size: 22, inHistory: true }),
+    ]);
+    expect(receipt.git.commit).toMatch(/^[0-9a-f]{40}$/);
+  });
+});
+
+describe('[REC-1] the store fills store-owned fields', () => {
+  it('writes format, id, revision, scope, recorded_at, updated_at, lifecycle; keeps unknown keys [REC-2]', () => {
+    write('p.md', '---\nkind: page\ntitle: My page\nx-custom:\n  nested: [1, two, {three: 3}]\n  when: 2026-01-01\n---\n# Body\n');
+    const { receipt, stderr } = publish(['p.md']);
+    expect(receipt, stderr).not.toBeNull();
+    const text = readFileSync(join(vault, receipt.records[0].path), 'utf8');
+    const fm = YAML.parse(text.split('---\n')[1]!);
+    expect(fm).toMatchObject({
+      format: 'knowledge-record-v1', id: receipt.records[0].id, revision: 1, kind: 'page', title: 'My page',
+      scope: 'private', lifecycle: 'active',
+      'x-custom': { nested: [1, 'two', { three: 3 }], when: '2026-01-01' },
+    });
+    expect(fm.recorded_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+    expect(fm.updated_at).toBe(fm.recorded_at);
+    expect(text.endsWith('# Body\n')).toBe(true);
+  });
+});
+
+describe('[REC-4] revisions and conflicts', () => {
+  it('revising with the current revision writes revision+1 at the same path; a stale revision is E_CONFLICT and writes nothing', () => {
+    write('p.md', '---\nkind: page\ntitle: Evolving\nkeep: me\n---\nv1\n');
+    const first = publish(['p.md']).receipt;
+    const id = first.records[0].id;
+    write('p2.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Evolving\nkeep: me\n---\nv2\n`);
+    const second = publish(['p2.md']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.receipt.records[0]).toMatchObject({ id, revision: 2, path: first.records[0].path });
+    const before = readFileSync(join(vault, first.records[0].path));
+    write('stale.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Evolving\n---\nstale\n`);
+    const stale = publish(['stale.md']);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toMatch(/^E_CONFLICT: .*revision 2/);
+    expect(readFileSync(join(vault, first.records[0].path))).toEqual(before);
+    write('norev.md', `---\nid: ${id}\nkind: page\ntitle: Evolving\n---\nno revision\n`);
+    expect(publish(['norev.md']).stderr).toMatch(/^E_CONFLICT: /);
+    // Exactly two publications were recorded.
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(2);
+  });
+});
+
+describe('[PUB-1] validation writes nothing', () => {
+  const cases: Array<[string, string, RegExp]> = [
+    ['no frontmatter', 'just text\n', /E_VALIDATION: record #1: /],
+    ['unclosed frontmatter', '---\nkind: page\ntitle: x\n', /E_VALIDATION: /],
+    ['broken yaml', '---\nkind: [page\ntitle: x\n---\n', /E_VALIDATION: /],
+    ['unknown kind', '---\nkind: essay\ntitle: x\n---\n', /E_VALIDATION: .*kind/],
+    ['claim without evidence', '---\nkind: claim\nclaim_kind: fact\ntitle: x\n---\n', /E_VALIDATION: .*evidence/],
+    ['claim without claim_kind', '---\nkind: claim\ntitle: x\nevidence: [{source: src-000000000000000000000000}]\n---\n', /E_VALIDATION: .*claim_kind/],
+    ['cites unknown source', '---\nkind: page\ntitle: x\nevidence: [{source: src-000000000000000000000000}]\n---\n', /E_VALIDATION: .*unknown evidence/],
+    ['relationship to nowhere', '---\nkind: relationship\nrelationship_type: supports\nfrom: a\nto: b\ntitle: x\n---\n', /E_VALIDATION: /],
+  ];
+  for (const [name, text, re] of cases) {
+    it(`${name}: clear error with a stable code, nothing installed`, () => {
+      write('bad.md', text);
+      const r = publish(['bad.md']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(re);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(existsSync(join(vault, 'private'))).toBe(false);
+      expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toEqual([]);
+    });
+  }
+
+  it('usage errors exit 2', () => {
+    expect(cli(sb, ['publish', '--store', 'st']).code).toBe(2);
+    expect(cli(sb, ['publish', '--store', 'st', '--bogus', 'x.md']).code).toBe(2);
+    expect(cli(sb, ['frobnicate']).code).toBe(2);
+  });
+
+  it('a bad partition or request id is E_VALIDATION', () => {
+    write('p.md', '---\nkind: page\ntitle: x\n---\n');
+    expect(publish(['--partition', 'conversation:../x', 'p.md']).stderr).toMatch(/^E_VALIDATION: invalid session id/);
+    expect(publish(['--partition', 'public', 'p.md']).stderr).toMatch(/^E_VALIDATION: unknown partition/);
+    expect(publish(['--request-id', 'not-a-uuid', 'p.md']).stderr).toMatch(/^E_VALIDATION: request id/);
+  });
+});
+
+describe('[PUB-5] the same request id returns the same receipt', () => {
+  it('never creates a second publication; other content under the same id is E_CONFLICT', () => {
+    write('p.md', '---\nkind: page\ntitle: Once\n---\n');
+    const rid = '0b5e8f1e-7d1c-4f7e-8c5a-3f2d1e0c9b8a';
+    const a = publish(['--request-id', rid, 'p.md']).receipt;
+    const b = publish(['--request-id', rid, 'p.md']).receipt;
+    expect(b).toEqual(a);
+    write('p.md', '---\nkind: page\ntitle: Other\n---\n');
+    const c = publish(['--request-id', rid, 'p.md']);
+    expect(c.code).toBe(1);
+    expect(c.stderr).toMatch(/^E_CONFLICT: /);
+    expect(userGit(sb, vault, ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
+  });
+});
+
+describe('evidence retention', () => {
+  it('retains the original with an immutable descriptor; same bytes -> same source, one copy', () => {
+    write('e.txt', 'the source text\n');
+    write('c1.md', '---\nkind: claim\nclaim_kind: fact\ntitle: One\n---\n');
+    write('c2.md', '---\nkind: claim\nclaim_kind: fact\ntitle: Two\n---\n');
+    const a = publish(['--evidence', 'e.txt', 'c1.md']).receipt;
+    const b = publish(['--evidence', 'e.txt', 'c2.md']).receipt;
+    expect(b.evidence[0].sourceId).toBe(a.evidence[0].sourceId);
+    expect(b.evidence[0].path).toBe(a.evidence[0].path);
+    const desc = YAML.parse(readFileSync(join(vault, `private/evidence/${a.evidence[0].sourceId}.yaml`), 'utf8'));
+    expect(desc).toMatchObject({ source_id: a.evidence[0].sourceId, retained_path: a.evidence[0].path, sha256: sha('the source text\n'), size: 16, media_type: 'text/plain' });
+    // The second publication's commit adds no second copy.
+    const files = userGit(sb, vault, ['show', '--name-only', '--format=', b.git.commit]).trim().split('\n');
+    expect(files).toEqual([b.records[0].path]);
+    const rec = YAML.parse(readFileSync(join(vault, b.records[0].path), 'utf8').split('---\n')[1]!);
+    expect(rec.evidence).toEqual([{ source: a.evidence[0].sourceId }]);
+  });
+});
+
+describe('partitions', () => {
+  it('private and conversation:<session> map to private/ and conversations/<session>/', () => {
+    write('p.md', '---\nkind: page\ntitle: Chat note\n---\n');
+    const r = publish(['--partition', 'conversation:sess-42', '--actor', 'agent', 'p.md']).receipt;
+    expect(r.partition).toBe('conversation:sess-42');
+    expect(r.records[0].path).toBe('conversations/sess-42/pages/chat-note.md');
+    const fm = YAML.parse(readFileSync(join(vault, r.records[0].path), 'utf8').split('---\n')[1]!);
+    expect(fm.scope).toBe('conversation:sess-42');
+  });
+
+  it('title collisions resolve deterministically', () => {
+    write('a.md', '---\nkind: page\ntitle: Same\n---\na\n');
+    write('b.md', '---\nkind: page\ntitle: SAME\n---\nb\n');
+    const r1 = publish(['a.md']).receipt;
+    const r2 = publish(['b.md']).receipt;
+    expect(r1.records[0].path).toBe('private/pages/same.md');
+    expect(r2.records[0].path).toMatch(/^private\/pages\/same-[0-9a-f]{8}\.md$/);
+  });
+});

@@ -1,0 +1,104 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import Database from 'better-sqlite3';
+import { makeSandbox, cli, cliPath, type Sandbox } from './helpers.js';
+
+let sb: Sandbox;
+beforeEach(() => { sb = makeSandbox(); });
+afterEach(() => sb.cleanup());
+
+const page = '---\nkind: page\ntitle: Hello\n---\nbody\n';
+
+describe('[LAY-1] init creates the store layout', () => {
+  it('creates vault/, vault.json, state.sqlite (WAL, synchronous=FULL, versioned schema) and registers the store', () => {
+    const r = cli(sb, ['init', 'st', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    const store = join(sb.dir, 'st');
+    expect(out.store).toBe(store);
+    const manifest = JSON.parse(readFileSync(join(store, 'vault', 'vault.json'), 'utf8'));
+    expect(manifest.format).toBe('knowledge-vault-v1');
+    expect(manifest.vaultId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(Date.parse(manifest.createdAt)).not.toBeNaN();
+    const db = new Database(join(store, 'state.sqlite'), { readonly: true });
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(1);
+    db.close();
+    const reg = JSON.parse(readFileSync(join(sb.home, '.knowledge', 'registry.json'), 'utf8'));
+    expect(reg.stores[store]).toMatchObject({ vaultId: manifest.vaultId, writesEnabled: true });
+  });
+
+  it('is idempotent and never changes the vault id', () => {
+    cli(sb, ['init', 'st']);
+    const a = readFileSync(join(sb.dir, 'st/vault/vault.json'), 'utf8');
+    const r = cli(sb, ['init', 'st', '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).created).toBe(false);
+    expect(readFileSync(join(sb.dir, 'st/vault/vault.json'), 'utf8')).toBe(a);
+  });
+});
+
+describe('[LAY-2] registry settings: --read-only', () => {
+  it('refuses every write with E_READ_ONLY and still serves reads', () => {
+    cli(sb, ['init', 'st', '--read-only']);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const r = cli(sb, ['publish', '--store', 'st', 'a.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_READ_ONLY: /);
+    expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
+    const act = cli(sb, ['activity', '--store', 'st', '--json']);
+    expect(act.code).toBe(0);
+    expect(JSON.parse(act.stdout)).toEqual([]);
+  });
+});
+
+describe('[LAY-3] a store that lost a part is unavailable, never recreated', () => {
+  for (const [what, rel] of [['vault directory', 'vault'], ['manifest', 'vault/vault.json'], ['database', 'state.sqlite']] as const) {
+    it(`missing ${what}: E_UNAVAILABLE for writes and reads, nothing recreated`, () => {
+      cli(sb, ['init', 'st']);
+      rmSync(join(sb.dir, 'st', rel), { recursive: true, force: true });
+      writeFileSync(join(sb.dir, 'a.md'), page);
+      const w = cli(sb, ['publish', '--store', 'st', 'a.md']);
+      expect(w.code).toBe(1);
+      expect(w.stderr).toMatch(/^E_UNAVAILABLE: /);
+      const r = cli(sb, ['activity', '--store', 'st']);
+      expect(r.stderr).toMatch(/^E_UNAVAILABLE: /);
+      const i = cli(sb, ['init', 'st']);
+      expect(i.code).toBe(1);
+      expect(i.stderr).toMatch(/^E_UNAVAILABLE: /);
+      expect(existsSync(join(sb.dir, 'st', rel))).toBe(false);
+    });
+  }
+
+  it('a directory that never was a store is unavailable with a hint to init', () => {
+    const r = cli(sb, ['activity', '--store', 'nowhere']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: no store .*knowledge init/);
+    expect(existsSync(join(sb.dir, 'nowhere'))).toBe(false);
+  });
+});
+
+describe('[LAY-4] one writer per store', () => {
+  it('a second writing process gets E_LOCKED naming the holder; a dead holder does not block', async () => {
+    cli(sb, ['init', 'st']);
+    // Hold the lock in a real child process that stays alive.
+    const holderScript = `
+      import('${join(cliPath, '..', '..', 'dist', 'store', 'store.js')}').then((m) => {
+        m.openStore(${JSON.stringify(join(sb.dir, 'st'))}, { write: true, command: 'test-holder' });
+        process.stdout.write('held\\n');
+        setInterval(() => {}, 1000);
+      });`;
+    const holder = spawn(process.execPath, ['--input-type=module', '-e', holderScript], { env: sb.env, stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((res) => holder.stdout!.once('data', () => res()));
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const r = cli(sb, ['publish', '--store', 'st', 'a.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^E_LOCKED: store is in use by pid ${holder.pid} .*test-holder`));
+    holder.kill('SIGKILL');
+    await new Promise((res) => holder.once('exit', res));
+    const again = cli(sb, ['publish', '--store', 'st', 'a.md', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+  });
+});
