@@ -181,3 +181,51 @@ describe('partitions', () => {
     expect(r2.records[0].path).toMatch(/^private\/pages\/same-[0-9a-f]{8}\.md$/);
   });
 });
+
+describe('[PUB-1] bad input from files and ids (issue 2)', () => {
+  const nothingWritten = () => {
+    expect(existsSync(join(vault, 'private'))).toBe(false);
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toEqual([]);
+  };
+
+  it('non-UTF-8 bytes in a record are E_VALIDATION', () => {
+    write('bin.md', Buffer.concat([Buffer.from('---\nkind: page\ntitle: caf'), Buffer.from([0xe9]), Buffer.from('\n---\n')]));
+    const r = publish(['bin.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_VALIDATION: .*not valid UTF-8/);
+    nothingWritten();
+  });
+
+  for (const id of ['../escape', 'a/b', '/abs', 'nul\u0000id', '..', '']) {
+    it(`an id that tries to escape (${JSON.stringify(id)}) is E_VALIDATION`, () => {
+      write('p.md', `---\nid: ${JSON.stringify(id)}\nkind: page\ntitle: x\n---\n`);
+      const r = publish(['p.md']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^E_VALIDATION: /);
+      nothingWritten();
+    });
+  }
+
+  it('a title that tries to escape still lands inside the partition', () => {
+    write('p.md', '---\nkind: page\ntitle: ../../../etc/passwd\n---\n');
+    const r = publish(['p.md']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.receipt.records[0].path).toMatch(/^private\/pages\/[^/]+\.md$/);
+    expect(existsSync(join(sb.dir, 'st', 'etc'))).toBe(false);
+  });
+
+  it('a missing record file, an evidence directory and an evidence device are E_VALIDATION', () => {
+    write('c.md', '---\nkind: claim\nclaim_kind: fact\ntitle: x\n---\n');
+    expect(publish(['missing.md']).stderr).toMatch(/^E_VALIDATION: .*no such file/);
+    expect(publish(['--evidence', sb.dir, 'c.md']).stderr).toMatch(/^E_VALIDATION: .*not a regular file/);
+    expect(publish(['--evidence', '/dev/null', 'c.md']).stderr).toMatch(/^E_VALIDATION: .*not a regular file/);
+    nothingWritten();
+  });
+
+  it('a store directory that is not a store is E_UNAVAILABLE', () => {
+    write('p.md', '---\nkind: page\ntitle: x\n---\n');
+    const r = cli(sb, ['publish', '--store', sb.home, 'p.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: /);
+  });
+});

@@ -106,7 +106,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length === 0) throw new UsageError('publish needs at least one RECORD.md');
         const actor = (values.actor as string | undefined) ?? 'operator';
         if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
-        const records = positionals.map((p) => readInput(p, 'record'));
+        const records = positionals.map((p) => decodeUtf8(readInput(p, 'record'), p));
         const evidence = ((values.evidence as string[] | undefined) ?? []).map((p) => ({
           name: basename(p),
           bytes: readRegularFile(p),
@@ -117,7 +117,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
             requestId: values['request-id'] as string | undefined,
             partition: (values.partition as string | undefined) ?? 'private',
             actor,
-            records: records.map((b) => b.toString('utf8')),
+            records,
             evidence,
           }),
         );
@@ -186,6 +186,15 @@ export function readRegularFile(p: string): Buffer {
   const st = statSync(real);
   if (!st.isFile()) throw new KnowledgeError('E_VALIDATION', `${p} is not a regular file`);
   return readFileSync(real);
+}
+
+/** Records are UTF-8 [REC-1]: invalid bytes are refused, never replaced. */
+function decodeUtf8(bytes: Buffer, name: string): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new KnowledgeError('E_VALIDATION', `record ${name} is not valid UTF-8`);
+  }
 }
 
 function readInput(p: string, what: string): Buffer {

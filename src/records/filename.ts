@@ -12,7 +12,15 @@ const KEEP_RE = /^[\p{L}\p{N}]$/u;
 const MARK_RE = /^\p{M}$/u;
 // Windows device names (also with superscript digits, which Windows treats alike).
 const RESERVED_RE = /^(?:con|prn|aux|nul|com[1-9\u00b9\u00b2\u00b3]|lpt[1-9\u00b9\u00b2\u00b3])$/;
-const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** C0, DEL and C1 control characters. */
+function hasControlChars(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c <= 0x1f || (c >= 0x7f && c <= 0x9f)) return true;
+  }
+  return false;
+}
 
 const encoder = new TextEncoder();
 function byteLength(s: string): number {
@@ -88,7 +96,7 @@ export function slugForTitle(title: string): string {
  */
 export function isSafeRelativePath(p: string): boolean {
   if (typeof p !== 'string' || p.length === 0) return false;
-  if (p.startsWith('/') || p.includes('\\') || CONTROL_RE.test(p)) return false;
+  if (p.startsWith('/') || p.includes('\\') || hasControlChars(p)) return false;
   if (/^[A-Za-z]:/.test(p)) return false;
   if (p !== p.normalize('NFC')) return false;
   if (byteLength(p) > 1024) return false;

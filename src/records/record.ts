@@ -72,8 +72,14 @@ const YAML_STRINGIFY_OPTIONS = {
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const TS_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z$/;
-// C0, DEL, C1 controls and the Unicode line/paragraph separators.
-const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+/** C0, DEL, C1 controls and the Unicode line/paragraph separators. */
+function hasControlChars(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c <= 0x1f || (c >= 0x7f && c <= 0x9f) || c === 0x2028 || c === 0x2029) return true;
+  }
+  return false;
+}
 
 /** Record id syntax: `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`. */
 export function isValidId(id: unknown): id is string {
@@ -208,7 +214,7 @@ function own(data: Record<string, unknown>, key: string): unknown {
 }
 
 function isSingleLine(s: string): boolean {
-  return s.trim().length > 0 && !CONTROL_RE.test(s);
+  return s.trim().length > 0 && !hasControlChars(s);
 }
 
 type Mode = 'stored' | 'draft';
