@@ -11,7 +11,12 @@ export type CrashPoint =
   | 'after-commit-object'
   | 'after-update-ref'
   | 'before-record-commit'
-  | 'after-record-commit';
+  | 'after-record-commit'
+  // Attachments [ATT-1, ATT-2]
+  | 'attach-mid-upload'
+  | 'attach-mid-assembly'
+  | 'attach-after-install'
+  | 'attach-after-acknowledge';
 
 export function crashPoint(name: CrashPoint): void {
   if (process.env.KNOWLEDGE_CRASH_AT === name) process.kill(process.pid, 'SIGKILL');

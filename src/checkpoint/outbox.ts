@@ -26,8 +26,8 @@ export interface NewBatch {
 /** Queue a batch; call inside the acknowledging transaction. Returns its queue position. */
 export function enqueueBatch(db: DB, b: NewBatch): number {
   const info = db
-    .prepare(`INSERT INTO batches(kind, ref_id, actor, subject, created_at, state, last_state, last_code, last_reason)
-              VALUES (?, ?, ?, ?, ?, 'queued', 'pending', 'waiting', 'checkpoint not attempted yet')`)
+    .prepare(`INSERT INTO batches(kind, ref_id, actor, subject, created_at, state)
+              VALUES (?, ?, ?, ?, ?, 'queued')`)
     .run(b.kind, b.refId, b.actor, b.subject, b.createdAt);
   const batchId = Number(info.lastInsertRowid);
   const ins = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) VALUES (?, ?, ?, ?)');
@@ -46,13 +46,21 @@ export function batchGitState(db: DB, batchId: number | null): GitState {
   if (batchId === null) return { state: 'committed', commit: '' };
   const row = db.prepare('SELECT * FROM batches WHERE batch_id = ?').get(batchId) as BatchRow | undefined;
   if (!row) return { state: 'pending', code: 'git-error', reason: `batch ${batchId} is missing from the outbox` };
-  return rowState(row);
+  if (row.state === 'committed') return { state: 'committed', commit: row.commit_id! };
+  // A queued batch behind an earlier blocked one waits for it [GIT-5]: its
+  // state is derived here instead of being rewritten on every later batch.
+  const head = db.prepare("SELECT * FROM batches WHERE state = 'queued' ORDER BY batch_id LIMIT 1").get() as BatchRow;
+  if (head.batch_id === row.batch_id || head.last_state === null) return ownState(row);
+  const blocker = ownState(head);
+  if (blocker.state === 'unavailable') return blocker;
+  if (blocker.state === 'pending' && blocker.code === 'waiting') return ownState(row);
+  return { state: 'pending', code: 'waiting', reason: `waiting for checkpoint #${head.batch_id}: ${blocker.state === 'pending' ? blocker.reason : ''}` };
 }
 
-function rowState(row: BatchRow): GitState {
+function ownState(row: BatchRow): GitState {
   if (row.state === 'committed') return { state: 'committed', commit: row.commit_id! };
   if (row.last_state === 'unavailable') return { state: 'unavailable', reason: row.last_reason ?? 'git cannot be run' };
-  return { state: 'pending', code: (row.last_code ?? 'waiting') as PendingCode, reason: row.last_reason ?? 'waiting' };
+  return { state: 'pending', code: (row.last_code ?? 'waiting') as PendingCode, reason: row.last_reason ?? 'checkpoint not attempted yet' };
 }
 
 export interface DrainResult {
@@ -72,11 +80,11 @@ export async function drainOutbox(store: Store, runner: GitRunner, opts: { throu
   if (!store.settings.writesEnabled) return result; // [GIT-1]
   await resyncIndexes(store, runner);
   const through = opts.through ?? Number.MAX_SAFE_INTEGER;
-  const queued = db
-    .prepare("SELECT * FROM batches WHERE state = 'queued' AND batch_id <= ? ORDER BY batch_id")
-    .all(through) as BatchRow[];
+  const nextQueued = db.prepare("SELECT * FROM batches WHERE state = 'queued' AND batch_id <= ? ORDER BY batch_id LIMIT 1");
   const loadFiles = db.prepare('SELECT path, deleted, bytes FROM batch_files WHERE batch_id = ? ORDER BY path');
-  for (const row of queued) {
+  for (;;) {
+    const row = nextQueued.get(through) as BatchRow | undefined;
+    if (!row) break;
     const lastKnown = db.prepare("SELECT commit_id FROM batches WHERE state = 'committed' ORDER BY batch_id DESC LIMIT 1").get() as
       | { commit_id: string }
       | undefined;
@@ -111,13 +119,9 @@ export async function drainOutbox(store: Store, runner: GitRunner, opts: { throu
     }
     const code = outcome.state === 'pending' ? outcome.code : null;
     db.transaction(() => {
+      // Later batches wait behind this one [GIT-5]; batchGitState derives their state from it.
       db.prepare('UPDATE batches SET last_state = ?, last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ?')
         .run(outcome.state, code, outcome.reason, now, row.batch_id);
-      // Later batches wait behind this one [GIT-5]; their receipts say so.
-      db.prepare(
-        `UPDATE batches SET last_state = ?, last_code = ?, last_reason = ? WHERE state = 'queued' AND batch_id > ?`,
-      ).run(outcome.state === 'unavailable' ? 'unavailable' : 'pending', outcome.state === 'unavailable' ? null : 'waiting',
-        outcome.state === 'unavailable' ? outcome.reason : `waiting for checkpoint #${row.batch_id}: ${outcome.reason}`, row.batch_id);
     }).immediate();
     result.blocked = { batchId: row.batch_id, state: outcome.state === 'pending' ? { state: 'pending', code: outcome.code, reason: outcome.reason } : { state: 'unavailable', reason: outcome.reason } };
     break;

@@ -9,14 +9,14 @@
  *   → fast-import onto a scratch ref → update-ref CAS of the branch (and drop
  *   the scratch ref in the same transaction) → sync the index for the paths.
  */
-import { mkdir, open, rename } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { realpath } from 'node:fs/promises';
 import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
 import { inspectRepository, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
-import { batchTrailerValue, buildFastImportStream } from './commit-stream.js';
+import { assertCommittablePath, batchTrailerValue, buildFastImportStream, epochSeconds } from './commit-stream.js';
 import { pathspecArgs, syncIndex, type IndexSyncOutcome } from './index-sync.js';
 import type { BatchForCommit, PendingCode } from './types.js';
+import { crashPoint } from '../faults.js';
 
 export { syncIndex, type IndexSyncOutcome } from './index-sync.js';
 
@@ -56,6 +56,10 @@ export async function commitBatch(
   batch: BatchForCommit,
   opts: CommitBatchOptions = {},
 ): Promise<CommitOutcome> {
+  // Programmer errors surface before anything is created or written.
+  for (const c of batch.changes) assertCommittablePath(c.path);
+  epochSeconds(batch.createdAt);
+
   const det = await runner.detect();
   if (!det.ok) return { state: 'unavailable', reason: det.reason };
 
@@ -67,33 +71,44 @@ export async function commitBatch(
   }
   if (repo.kind === 'absent') return pend('git-error', 'the repository Knowledge just created is not visible');
   if (repo.kind === 'pending') return pend(repo.code, repo.reason);
+  if (repo.head === null) {
+    // A crash between `git init` and writing info/exclude leaves our own
+    // empty-template repository without it; finish that step now.
+    const healed = await finishOwnRepository(repo.gitDir);
+    if (!healed.ok) return pend(healed.code, healed.reason);
+  }
 
-  const vault = await realpath(vaultDir);
+  let vault: string;
+  try {
+    vault = await realpath(vaultDir);
+  } catch (e) {
+    return pend('git-error', `vault: ${(e as Error).message}`);
+  }
   const env = vaultEnv(vault);
   const paths = batch.changes.map((c) => c.path);
   const tip = repo.head;
 
   // [GIT-6] A previous attempt may have moved the branch and then crashed
   // before the store recorded it: reuse that commit instead of adding a twin.
-  if (tip) {
-    const found = await findBatchCommit(runner, vault, env, tip, batch, opts.lastKnownCommit ?? null);
-    if (found.kind === 'error') return pend(found.code, found.reason);
-    if (found.kind === 'found') {
-      const index = await syncIndex(runner, vault, found.commit, found.parent, paths);
-      return { state: 'committed', commit: found.commit, parent: found.parent, reused: true, index };
-    }
+  // The parent's modes are read at the same time (independent processes).
+  const [found, parentTree] = await Promise.all([
+    tip ? findBatchCommit(runner, vault, env, tip, batch, opts.lastKnownCommit ?? null) : Promise.resolve<Found>({ kind: 'none' }),
+    tip && paths.length > 0
+      ? runner.run(['ls-tree', '-r', '-z', tip, ...pathspecArgs(paths)], { cwd: vault, env: { ...env, GIT_LITERAL_PATHSPECS: '1' } })
+      : Promise.resolve(null),
+  ]);
+  if (found.kind === 'error') return pend(found.code, found.reason);
+  if (found.kind === 'found') {
+    const index = await syncIndex(runner, vault, found.commit, found.parent, paths);
+    return { state: 'committed', commit: found.commit, parent: found.parent, reused: true, index };
   }
 
   // Keep an executable bit the parent already had: a content edit is not a mode change.
   const executable = new Set<string>();
-  if (tip && paths.length > 0) {
-    const ls = await runner.run(['ls-tree', '-r', '-z', tip, ...pathspecArgs(paths)], {
-      cwd: vault,
-      env: { ...env, GIT_LITERAL_PATHSPECS: '1' },
-    });
-    if (ls.code !== 0) return failed(ls.stderr, ls.timedOut);
+  if (parentTree) {
+    if (parentTree.code !== 0) return failed(parentTree.stderr, parentTree.timedOut);
     const wanted = new Set(paths);
-    for (const rec of ls.stdout.toString('utf8').split('\0')) {
+    for (const rec of parentTree.stdout.toString('utf8').split('\0')) {
       const tab = rec.indexOf('\t');
       if (tab > 0 && rec.startsWith('100755 ') && wanted.has(rec.slice(tab + 1))) executable.add(rec.slice(tab + 1));
     }
@@ -108,6 +123,7 @@ export async function commitBatch(
   if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) return pend('git-error', `fast-import returned no commit id: ${firstLine(fi.stdout.toString('utf8'))}`);
 
   await opts.testHooks?.beforeUpdateRef?.(commit);
+  crashPoint('after-commit-object');
 
   // Compare-and-swap the branch HEAD names (never HEAD itself): if anyone
   // moved it since inspection, nothing changes and we report branch-moved.
@@ -117,6 +133,7 @@ export async function commitBatch(
   const up = await runner.run(['update-ref', '-m', 'knowledge: checkpoint', '--stdin'], { cwd: vault, env, input: tx });
   if (up.code !== 0) return failed(up.stderr, up.timedOut);
 
+  crashPoint('after-update-ref');
   const index = await syncIndex(runner, vault, commit, tip, paths);
   return { state: 'committed', commit, parent: tip, reused: false, index };
 }
@@ -182,13 +199,35 @@ export async function createRepository(
     const c = classifyGitFailure(r.stderr, r.timedOut);
     return { ok: false, code: c.code, reason: c.reason };
   }
+  return writeExclude(join(vault, '.git'));
+}
+
+async function writeExclude(gitDir: string): Promise<{ ok: true } | { ok: false; code: PendingCode; reason: string }> {
   try {
-    await writeFileDurably(join(vault, '.git', 'info'), 'exclude', EXCLUDE_LINES.join('\n') + '\n');
+    await writeFileDurably(join(gitDir, 'info'), 'exclude', EXCLUDE_LINES.join('\n') + '\n');
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     return { ok: false, code: err.code === 'EACCES' ? 'permission' : 'git-error', reason: `writing .git/info/exclude: ${err.message}` };
   }
   return { ok: true };
+}
+
+/**
+ * Only a repository Knowledge initialised looks like this: no commits, and
+ * none of the files a template (git's default or the user's) installs —
+ * `info/`, `hooks/`, `description`. Anything else is the user's and is not
+ * edited [GIT-19].
+ */
+async function finishOwnRepository(gitDir: string): Promise<{ ok: true } | { ok: false; code: PendingCode; reason: string }> {
+  for (const name of ['info', 'hooks', 'description']) {
+    try {
+      await lstat(join(gitDir, name));
+      return { ok: true };
+    } catch {
+      /* absent: keep looking */
+    }
+  }
+  return writeExclude(gitDir);
 }
 
 async function writeFileDurably(dir: string, name: string, text: string): Promise<void> {

@@ -48,11 +48,14 @@ export async function syncIndex(
   const diffArgs = parent
     ? ['diff-tree', '-r', '-z', '--no-renames', parent, commit]
     : ['diff-tree', '-r', '-z', '--no-renames', '--no-commit-id', '--root', commit];
-  const diff = await runner.run([...diffArgs, ...pathspec], { cwd: vault, env });
+  // Independent reads run together; `config` is only used if we write.
+  const [diff, ls, filters] = await Promise.all([
+    runner.run([...diffArgs, ...pathspec], { cwd: vault, env }),
+    runner.run(['ls-files', '-s', '-z', ...pathspec], { cwd: vault, env }),
+    filterOverrides(runner, vault),
+  ]);
   if (diff.code !== 0) return fail(diff.stderr, diff.timedOut);
   const changed = parseRawDiff(diff.stdout, wanted);
-
-  const ls = await runner.run(['ls-files', '-s', '-z', ...pathspec], { cwd: vault, env });
   if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
   const { entries: index, conflicted } = parseLsFiles(ls.stdout, wanted);
 
@@ -83,7 +86,6 @@ export async function syncIndex(
   // --index-info takes index.lock the normal way; a held lock is reported and
   // left in place [GIT-19]. Entries carry no stat data; `git status` refreshes
   // them (we do not refresh: that would run the user's clean filters [GIT-12]).
-  const filters = await filterOverrides(runner, vault);
   if (!Array.isArray(filters)) return filters;
   const up = await runner.run(['update-index', '--add', '--replace', '-z', '--index-info'], {
     cwd: vault,

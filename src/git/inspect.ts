@@ -99,14 +99,23 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
   if (topReal !== vault) return pending('not-vault-root', `the repository's work tree is ${topReal}, not the vault (core.worktree)`);
   if (fmt !== 'sha1' && fmt !== 'sha256') return pending('malformed', `unsupported object format ${fmt}`);
 
+  // The remaining probes are independent: run them together (each git
+  // process costs ~4 ms to start), then judge in a fixed priority order.
+  const [inProgress, sym, head, refs, unmerged, locksPresent] = await Promise.all([
+    firstExisting(IN_PROGRESS.map((p) => join(gitDir, p.name))),
+    runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env }),
+    runner.run(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { cwd: vault, env }),
+    runner.run(['for-each-ref', '--count=2', '--format=%(refname)'], { cwd: vault, env }),
+    runner.run(['ls-files', '-u', '-z'], { cwd: vault, env }),
+    Promise.all(['index.lock', 'HEAD.lock', 'packed-refs.lock'].map((n) => exists(join(gitDir, n)))),
+  ]);
+
   // Operations left half-done by the user: finish them first [GIT-18].
-  for (const p of IN_PROGRESS) {
-    if (await exists(join(gitDir, p.name))) {
-      return pending('operation-in-progress', `${p.what} is in progress (.git/${p.name}); finish or abort it, then retry`);
-    }
+  if (inProgress >= 0) {
+    const p = IN_PROGRESS[inProgress]!;
+    return pending('operation-in-progress', `${p.what} is in progress (.git/${p.name}); finish or abort it, then retry`);
   }
 
-  const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env });
   if (sym.code === 1) return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
   if (sym.code !== 0) return failed(sym.stderr, sym.timedOut);
   const branchRef = sym.stdout.toString('utf8').trim();
@@ -114,13 +123,12 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
 
   // A lock never blocks reading but would fail (or race) our write. Report it
   // and leave it in place: a stale lock is the user's to remove [GIT-19].
-  for (const name of ['index.lock', 'HEAD.lock', `${branchRef}.lock`, 'packed-refs.lock']) {
-    if (await exists(join(gitDir, name))) {
-      return pending('locked', `.git/${name} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);
-    }
+  const lockNames = ['index.lock', 'HEAD.lock', 'packed-refs.lock'];
+  const held = lockNames.find((_, i) => locksPresent[i]) ?? ((await exists(join(gitDir, `${branchRef}.lock`))) ? `${branchRef}.lock` : undefined);
+  if (held) {
+    return pending('locked', `.git/${held} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);
   }
 
-  const head = await runner.run(['rev-parse', '-q', '--verify', `${branchRef}^{commit}`], { cwd: vault, env });
   let headOid: string | null = null;
   if (head.code === 0) {
     headOid = head.stdout.toString('utf8').trim();
@@ -128,7 +136,6 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
     if (head.stderr.trim() !== '' || head.timedOut) return failed(head.stderr, head.timedOut);
     // Unborn: fine for a fresh repository, suspicious when other refs exist
     // (an orphan checkout or a deleted branch) [GIT-18].
-    const refs = await runner.run(['for-each-ref', '--count=2', '--format=%(refname)'], { cwd: vault, env });
     if (refs.code !== 0) return failed(refs.stderr, refs.timedOut);
     const others = refs.stdout.toString('utf8').split('\n').filter((r) => r !== '' && r !== SCRATCH_REF);
     if (others.length > 0) {
@@ -138,7 +145,6 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
     if (await exists(join(gitDir, branchRef))) return pending('malformed', `${branchRef} exists but does not name a commit`);
   }
 
-  const unmerged = await runner.run(['ls-files', '-u', '-z'], { cwd: vault, env });
   if (unmerged.code !== 0) return failed(unmerged.stderr, unmerged.timedOut);
   if (unmerged.stdout.length > 0) {
     return pending('unmerged', 'the index has unmerged entries (an unresolved conflict); resolve them, then retry');
@@ -150,6 +156,12 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
 function failed(stderr: string, timedOut: boolean): RepoInspection {
   const c = classifyGitFailure(stderr, timedOut);
   return pending(c.code, c.reason);
+}
+
+/** Index of the first path that exists, or -1. */
+async function firstExisting(paths: string[]): Promise<number> {
+  const found = await Promise.all(paths.map(exists));
+  return found.indexOf(true);
 }
 
 async function exists(p: string): Promise<boolean> {

@@ -61,7 +61,9 @@ export const GIT_OVERRIDES: readonly string[] = [
   'commit.gpgSign=false',
   'tag.gpgSign=false',
   'log.showSignature=false',
-  'core.fsync=committed',
+  // Objects AND refs: the store records the commit id once we return, so the
+  // branch update must survive a power loss too [GIT-4][GIT-6].
+  'core.fsync=committed,reference',
   'gc.auto=0',
   'maintenance.auto=false',
   'core.untrackedCache=false',

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
-import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex } from '../records/record.js';
+import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft } from '../records/record.js';
 import { recordPath, isSafeRelativePath } from '../records/filename.js';
-import type { Citation } from '../records/types.js';
+import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
@@ -155,8 +155,14 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     idsInRequest.add(id);
   }
 
-  parsed.forEach((file, i) => {
+  parsed.forEach((draft, i) => {
     const label = `record #${i + 1}`;
+    try {
+      validateDraft(draft);
+    } catch (err) {
+      if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`, err.details);
+      throw err;
+    }
     const id = assigned[i]!;
     const existing = getRecord.get(id) as IndexedRecord | undefined;
     let revision = 1;
@@ -169,7 +175,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
         // Never reveal another partition's content; the id is simply unavailable here.
         throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is already used by a record outside this partition`);
       }
-      const expected = file.data.revision;
+      const expected = draftExpectedRevision(draft);
       if (expected === undefined) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} exists at revision ${existing.revision}; publish it with revision: ${existing.revision} to revise it [REC-4]`);
       }
@@ -187,20 +193,11 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       recordedAt = existing.recorded_at;
       priorSha = existing.sha256;
     } else {
-      const kind = file.data.kind;
-      const title = file.data.title;
-      if (kind !== 'page' && kind !== 'claim' && kind !== 'relationship') {
-        throw new KnowledgeError('E_VALIDATION', `${label}: kind must be page, claim or relationship`);
-      }
-      if (typeof title !== 'string' || title.trim() === '') throw new KnowledgeError('E_VALIDATION', `${label}: title is required`);
-      path = recordPath({ partitionDir: pdir, kind, title, id, taken });
+      // validateDraft checked kind and title.
+      path = recordPath({ partitionDir: pdir, kind: draft.data.kind as RecordKind, title: draft.data.title as string, id, taken });
     }
     // Appendix A: a claim/relationship given evidence files and no explicit citations cites every given file.
-    if (requiresEvidence(file.data.kind as never) && file.data.evidence === undefined && sources.length > 0) {
-      const cites: Citation[] = sources.map((s) => ({ source: s.sourceId }));
-      file.doc.set('evidence', cites);
-      file.data.evidence = cites;
-    }
+    const file = requiresEvidence(draft.data.kind as RecordKind) ? withDefaultCitations(draft, sources.map((s) => s.sourceId)) : draft;
     const { meta, text } = completeDraft(file, { id, revision, scope: partition, now: ids.now, recordedAt });
     if (requiresEvidence(meta.kind) && meta.evidence.length === 0) {
       throw new KnowledgeError('E_VALIDATION', `${label}: a ${meta.kind} must cite evidence (pass --evidence FILE or evidence: [{ source: ID }])`);

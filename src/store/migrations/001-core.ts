@@ -42,6 +42,7 @@ export default `
     attempted_at TEXT
   );
   CREATE INDEX batches_ref ON batches(ref_id);
+  CREATE INDEX batches_state ON batches(state, batch_id);
   CREATE TABLE batch_files (
     batch_id INTEGER NOT NULL REFERENCES batches(batch_id),
     path TEXT NOT NULL,
@@ -66,6 +67,7 @@ export default `
     body TEXT NOT NULL
   );
   CREATE INDEX records_partition ON records(partition, kind);
+  CREATE INDEX records_path_lower ON records(lower(path));
   CREATE TABLE sources (
     partition TEXT NOT NULL,
     source_id TEXT NOT NULL,
@@ -88,4 +90,5 @@ export default `
     sha256 TEXT NOT NULL
   );
   CREATE INDEX vault_files_partition ON vault_files(partition);
+  CREATE INDEX vault_files_path_lower ON vault_files(lower(path));
   `;

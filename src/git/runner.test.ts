@@ -1,0 +1,98 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { GitRunner, GIT_OVERRIDES, classifyGitFailure } from './runner.js';
+import { makeSandbox, userRepo, type GitSandbox } from './test-sandbox.js';
+
+let sb: GitSandbox | undefined;
+afterEach(() => {
+  sb?.cleanup();
+  sb = undefined;
+});
+
+describe('GitRunner', () => {
+  it('detects the installed git and its version', async () => {
+    const d = await new GitRunner().detect();
+    expect(d.ok).toBe(true);
+    if (d.ok) expect(d.version).toMatch(/^\d+\.\d+/);
+  });
+
+  it('reports a missing executable as not ok instead of throwing', async () => {
+    const byPath = await new GitRunner({ gitPath: '/nonexistent/git' }).detect();
+    expect(byPath).toEqual({ ok: false, reason: 'git executable not found on PATH' });
+    const noPath = await new GitRunner({ pathEnv: '/nonexistent-bin' }).detect();
+    expect(noPath).toEqual({ ok: false, reason: 'git executable not found on PATH' });
+    const r = await new GitRunner({ gitPath: '/nonexistent/git' }).run(['status'], { cwd: '/' });
+    expect(r.code).toBe(-1);
+    expect(r.stderr).toContain('ENOENT');
+  });
+
+  it('does not leak inherited GIT_* variables into git', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const saved = { ...process.env };
+    process.env.GIT_DIR = '/nonexistent/elsewhere.git';
+    process.env.GIT_INDEX_FILE = '/nonexistent/index';
+    process.env.GIT_CONFIG_PARAMETERS = "'user.name'='Leaked'";
+    process.env.GIT_WORK_TREE = '/nonexistent';
+    try {
+      const runner = new GitRunner();
+      const r = await runner.run(['rev-parse', '--git-dir', '--git-path', 'index'], { cwd: vault });
+      expect(r.code).toBe(0);
+      expect(r.stdout.toString().split('\n').slice(0, 2)).toEqual(['.git', '.git/index']);
+      const name = await runner.run(['config', '--get', 'user.name'], { cwd: vault });
+      expect(name.stdout.toString()).not.toContain('Leaked');
+      const env = runner.buildEnv();
+      expect(Object.keys(env).filter((k) => !['PATH', 'HOME', 'LC_ALL', 'LANG'].includes(k) && !k.startsWith('GIT_'))).toEqual([]);
+      expect(env.GIT_DIR).toBeUndefined();
+      expect(env.GIT_INDEX_FILE).toBeUndefined();
+    } finally {
+      for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+      Object.assign(process.env, saved);
+    }
+  });
+
+  it('puts its -c overrides above the repository config', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const runner = new GitRunner();
+    await runner.run(['config', 'core.hooksPath', '/tmp/user-hooks'], { cwd: vault }); // repo value
+    const r = await runner.run(['config', '--get', 'core.hooksPath'], { cwd: vault });
+    expect(r.stdout.toString().trim()).toBe('/dev/null/knowledge-no-hooks');
+    expect(GIT_OVERRIDES).toContain('core.fsync=committed,reference');
+  });
+
+  it('kills a git that hangs past its timeout', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const t0 = Date.now();
+    const r = await new GitRunner().run(['fast-import', '--quiet'], { cwd: vault, timeoutMs: 200, holdStdin: true });
+    expect(r.timedOut).toBe(true);
+    expect(r.code).not.toBe(0);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(classifyGitFailure(r.stderr, r.timedOut).code).toBe('timeout');
+  });
+});
+
+describe('classifyGitFailure', () => {
+  const cases: [string, string][] = [
+    ["fatal: Unable to create '/v/.git/index.lock': File exists.\n\nAnother git process seems", 'locked'],
+    ["error: cannot lock ref 'refs/heads/main': Unable to create '/v/.git/refs/heads/main.lock': File exists.", 'locked'],
+    ["fatal: detected dubious ownership in repository at '/v'", 'dubious-ownership'],
+    ["fatal: cannot lock ref 'refs/heads/main': is at 1111 but expected 2222", 'branch-moved'],
+    ["fatal: cannot lock ref 'refs/heads/main': reference already exists", 'branch-moved'],
+    ['error: insufficient permission for adding an object to repository database .git/objects', 'permission'],
+    ["fatal: could not open '.git/HEAD': Permission denied", 'permission'],
+    ['fatal: not a git repository (or any of the parent directories): .git', 'malformed'],
+    ['error: inflate: data stream error (incorrect header check)\nfatal: loose object 1234 (stored in .git/objects/12/34) is corrupt', 'malformed'],
+    ['fatal: bad object HEAD', 'malformed'],
+    ['fatal: bad config line 1 in file .git/config', 'malformed'],
+    ['fatal: something unexpected', 'git-error'],
+  ];
+  it.each(cases)('maps %j to %s', (stderr, code) => {
+    const c = classifyGitFailure(stderr, false);
+    expect(c.code).toBe(code);
+    expect(c.reason).toContain(stderr.split('\n')[0]!.trim());
+  });
+  it('prefers timeout over any text', () => {
+    expect(classifyGitFailure('fatal: bad object', true).code).toBe('timeout');
+  });
+});

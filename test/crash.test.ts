@@ -1,0 +1,69 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+
+/**
+ * Crash tests kill a real `knowledge publish` process (SIGKILL at a named
+ * point) and then check the invariants of FIELD-NOTES: each acknowledged
+ * publication is exactly one commit or still pending (never lost, never
+ * twice), committed bytes equal the queued bytes, the receipt matches.
+ */
+let sb: Sandbox;
+let vault: string;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  vault = join(sb.dir, 'st', 'vault');
+  // An earlier publication, so the crash happens on a repository with history.
+  writeFileSync(join(sb.dir, 'first.md'), '---\nkind: page\ntitle: First\n---\nfirst\n');
+  expect(cli(sb, ['publish', '--store', 'st', 'first.md']).code).toBe(0);
+  writeFileSync(join(sb.dir, 'p.md'), '---\nkind: page\ntitle: Crashing\n---\nexact bytes\n');
+  writeFileSync(join(sb.dir, 'ev.txt'), 'evidence bytes\n');
+});
+afterEach(() => sb.cleanup());
+
+const RID = '9d0c3a4e-1b2f-4c5d-8e9f-a0b1c2d3e4f5';
+const points = ['after-journal', 'mid-install', 'after-install', 'after-acknowledge', 'after-commit-object', 'after-update-ref', 'before-record-commit'] as const;
+
+function commitsFor(publicationId: string): string[] {
+  return userGit(sb, vault, ['log', '--format=%H', `--grep=Knowledge-Publication: ${publicationId}`, 'main']).trim().split('\n').filter(Boolean);
+}
+
+describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly once', () => {
+  for (const point of points) {
+    it(`killed ${point}: retrying the request settles it into exactly one commit of its exact bytes`, () => {
+      const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, '--evidence', 'ev.txt', 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: point } });
+      expect(killed.code).toBeNull(); // really killed (SIGKILL), no exit status
+      const retry = cli(sb, ['publish', '--store', 'st', '--request-id', RID, '--evidence', 'ev.txt', 'p.md', '--json']);
+      expect(retry.code, retry.stderr).toBe(0);
+      const receipt = JSON.parse(retry.stdout);
+      expect(receipt.git.state).toBe('committed');
+      const commits = commitsFor(receipt.publicationId);
+      expect(commits).toEqual([receipt.git.commit]);
+      const path = receipt.records[0].path;
+      expect(userGit(sb, vault, ['show', `${receipt.git.commit}:${path}`])).toBe(readFileSync(join(vault, path), 'utf8'));
+      expect(userGit(sb, vault, ['show', `${receipt.git.commit}:${receipt.evidence[0].path}`])).toBe('evidence bytes\n');
+      expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('2');
+      // Exactly one publication for the request; the index is clean for published paths.
+      const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout);
+      expect(act.filter((a: { id: string }) => a.id === receipt.publicationId)).toHaveLength(1);
+      expect(act).toHaveLength(2);
+      expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+    });
+  }
+
+  it('a journaled publication is finished by the next writer that opens the store', () => {
+    const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'mid-install' } });
+    expect(killed.code).toBeNull();
+    writeFileSync(join(sb.dir, 'q.md'), '---\nkind: page\ntitle: Later\n---\nlater\n');
+    const later = cli(sb, ['publish', '--store', 'st', 'q.md', '--json']);
+    expect(later.code, later.stderr).toBe(0);
+    const receipt = JSON.parse(cli(sb, ['receipt', '--store', 'st', RID, '--json']).stdout);
+    expect(receipt.git.state).toBe('committed');
+    // Order kept: the interrupted publication's commit comes before the later one [GIT-5].
+    const log = userGit(sb, vault, ['log', '--format=%H', 'main']).trim().split('\n');
+    expect(log.indexOf(receipt.git.commit)).toBe(1);
+    expect(log[0]).toBe(JSON.parse(later.stdout).git.commit);
+  });
+});

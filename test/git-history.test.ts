@@ -1,0 +1,114 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+
+/**
+ * End-to-end history rules through the CLI, as a user runs them: outages,
+ * repository problems and their fixes, resume, ordering [GIT-5, GIT-14..19].
+ */
+let sb: Sandbox;
+let vault: string;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  vault = join(sb.dir, 'st', 'vault');
+});
+afterEach(() => sb.cleanup());
+
+const NO_GIT = { PATH: '/nonexistent-bin' };
+
+function publishText(text: string, env: NodeJS.ProcessEnv = {}) {
+  writeFileSync(join(sb.dir, 'r.md'), text);
+  const r = cli(sb, ['publish', '--store', 'st', '--json', 'r.md'], { env });
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+describe('[GIT-17] a Git outage followed by more edits loses no version', () => {
+  it('queues every version while git is missing, then commits each, in order, with its own bytes', () => {
+    const v1 = publishText('---\nkind: page\ntitle: Outage\n---\nversion one\n', NO_GIT);
+    expect(v1.git).toEqual({ state: 'unavailable', reason: expect.stringMatching(/git/) });
+    const id = v1.records[0].id;
+    const v2 = publishText(`---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Outage\n---\nversion two\n`, NO_GIT);
+    const v3 = publishText(`---\nid: ${id}\nrevision: 2\nkind: page\ntitle: Outage\n---\nversion three\n`, NO_GIT);
+    expect(v3.git.state).toBe('unavailable');
+    expect(existsSync(join(vault, '.git'))).toBe(false); // nothing happened to git while it was missing
+    const activity = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json'], { env: NO_GIT }).stdout);
+    expect(activity.map((a: { git: { state: string } }) => a.git.state)).toEqual(['unavailable', 'unavailable', 'unavailable']);
+
+    // Git is back (installed for the first time, from Knowledge's point of view): resume the middle one.
+    const resumed = cli(sb, ['resume', '--store', 'st', v2.publicationId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout).git.state).toBe('committed');
+    expect(JSON.parse(cli(sb, ['receipt', '--store', 'st', v1.publicationId, '--json']).stdout).git.state).toBe('committed');
+    // Then the last one.
+    const last = JSON.parse(cli(sb, ['resume', '--store', 'st', v3.publicationId, '--json']).stdout);
+    expect(last.git.state).toBe('committed');
+    const log = userGit(sb, vault, ['log', '--reverse', '--format=%H %(trailers:key=Knowledge-Publication,valueonly,separator=)', 'main'])
+      .trim().split('\n').map((l) => l.split(' '));
+    expect(log.map((l) => l[1])).toEqual([v1.publicationId, v2.publicationId, v3.publicationId]);
+    const path = v1.records[0].path;
+    expect(userGit(sb, vault, ['show', `${log[0]![0]}:${path}`])).toMatch(/version one/);
+    expect(userGit(sb, vault, ['show', `${log[1]![0]}:${path}`])).toMatch(/version two/);
+    expect(userGit(sb, vault, ['show', `${log[2]![0]}:${path}`])).toBe(readFileSync(join(vault, path), 'utf8'));
+    expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+  });
+});
+
+describe('[GIT-18][GIT-19] repository problems are pending; fix and resume commits', () => {
+  it('index.lock: pending with code locked, the lock is left alone, resume after removing it commits', () => {
+    publishText('---\nkind: page\ntitle: First\n---\none\n');
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    const p = publishText('---\nkind: page\ntitle: Second\n---\ntwo\n');
+    expect(p.git).toMatchObject({ state: 'pending', code: 'locked' });
+    expect(p.git.reason).toMatch(/index\.lock/);
+    expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(true);
+    // A third publication waits behind it, never overtaking [GIT-5].
+    const q = publishText('---\nkind: page\ntitle: Third\n---\nthree\n');
+    expect(q.git.state).toBe('pending');
+    expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('1');
+    rmSync(join(vault, '.git', 'index.lock'));
+    const r = JSON.parse(cli(sb, ['resume', '--store', 'st', q.publicationId, '--json']).stdout);
+    expect(r.git.state).toBe('committed');
+    const subjects = userGit(sb, vault, ['log', '--reverse', '--format=%(trailers:key=Knowledge-Publication,valueonly,separator=)', 'main']).trim().split('\n');
+    expect(subjects.slice(1)).toEqual([p.publicationId, q.publicationId]);
+  });
+
+  it('detached HEAD: pending detached-head, HEAD untouched; re-attaching and resuming commits on the branch', () => {
+    publishText('---\nkind: page\ntitle: First\n---\none\n');
+    const head = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    userGit(sb, vault, ['checkout', '-q', '--detach']);
+    const p = publishText('---\nkind: page\ntitle: Second\n---\ntwo\n');
+    expect(p.git).toMatchObject({ state: 'pending', code: 'detached-head' });
+    expect(userGit(sb, vault, ['rev-parse', 'HEAD']).trim()).toBe(head);
+    expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(head);
+    userGit(sb, vault, ['checkout', '-q', 'main']);
+    const r = JSON.parse(cli(sb, ['resume', '--store', 'st', p.publicationId, '--json']).stdout);
+    expect(r.git.state).toBe('committed');
+    expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(r.git.commit);
+  });
+
+  it('a publication whose checkpoint is pending is still accepted (exit 0) and never rolled back [GIT-15]', () => {
+    publishText('---\nkind: page\ntitle: First\n---\none\n');
+    writeFileSync(join(vault, '.git', 'MERGE_HEAD'), userGit(sb, vault, ['rev-parse', 'HEAD']));
+    const p = publishText('---\nkind: page\ntitle: During merge\n---\nkept\n');
+    expect(p.git).toMatchObject({ state: 'pending', code: 'operation-in-progress' });
+    expect(readFileSync(join(vault, p.records[0].path), 'utf8')).toMatch(/kept/);
+    expect(existsSync(join(vault, '.git', 'MERGE_HEAD'))).toBe(true);
+  });
+});
+
+describe('[GIT-10] the user\'s own work in the repository is never touched', () => {
+  it('staged, unstaged and untracked user files survive a checkpoint; published paths are clean', () => {
+    publishText('---\nkind: page\ntitle: First\n---\none\n');
+    writeFileSync(join(vault, 'notes.md'), 'my staged note\n');
+    userGit(sb, vault, ['add', 'notes.md']);
+    writeFileSync(join(vault, 'draft.md'), 'untracked draft\n');
+    const p = publishText('---\nkind: page\ntitle: Second\n---\ntwo\n');
+    expect(p.git.state).toBe('committed');
+    expect(userGit(sb, vault, ['show', '--name-only', '--format=', p.git.commit]).trim()).toBe(p.records[0].path);
+    const status = userGit(sb, vault, ['status', '--porcelain']).split('\n').filter(Boolean).sort();
+    expect(status).toEqual(['?? draft.md', 'A  notes.md']);
+  });
+});
