@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 
 /**
  * Crash tests kill a real `knowledge publish` process (SIGKILL at a named
@@ -12,9 +12,7 @@ import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 let sb: Sandbox;
 let vault: string;
 beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
-  vault = join(sb.dir, 'st', 'vault');
+  ({ sb, vault } = storeSandbox());
   // An earlier publication, so the crash happens on a repository with history.
   writeFileSync(join(sb.dir, 'first.md'), '---\nkind: page\ntitle: First\n---\nfirst\n');
   expect(cli(sb, ['publish', '--store', 'st', 'first.md']).code).toBe(0);

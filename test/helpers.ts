@@ -65,3 +65,11 @@ export function cli(sb: Sandbox, args: string[], opts: { env?: NodeJS.ProcessEnv
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
+
+/** A sandbox with an initialised store at `<sandbox>/st` (the common fixture of the CLI tests). */
+export function storeSandbox(): { sb: Sandbox; vault: string } {
+  const sb = makeSandbox();
+  const r = cli(sb, ['init', 'st']);
+  if (r.code !== 0) throw new Error(`knowledge init failed: ${r.stderr}`);
+  return { sb, vault: join(sb.dir, 'st', 'vault') };
+}

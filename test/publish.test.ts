@@ -3,15 +3,11 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 
 let sb: Sandbox;
 let vault: string;
-beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
-  vault = join(sb.dir, 'st', 'vault');
-});
+beforeEach(() => ({ sb, vault } = storeSandbox()));
 afterEach(() => sb.cleanup());
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
