@@ -1,0 +1,96 @@
+/**
+ * Human renderings of the read side for the CLI (`history`, `show`,
+ * `search`, `lookup`, `list`). `--json` prints the core's values unchanged;
+ * these are only the text forms.
+ */
+import type {
+  HistoryGit,
+  ListResult,
+  LookupResult,
+  RecordDiff,
+  RecordHistory,
+  RecordSummary,
+  RecordView,
+  SearchResult,
+} from '../read/types.js';
+
+function summaryLine(r: RecordSummary): string {
+  return `${r.id}  ${r.kind.padEnd(12)} r${r.revision}  ${r.lifecycle.padEnd(10)} ${r.title}  (${r.partition}, ${r.path})`;
+}
+
+function page(shown: number, total: number, offset: number, next: number | null): string {
+  if (total === 0) return '';
+  return `${offset + 1}-${offset + shown} of ${total}${next !== null ? `  (next: --offset ${next})` : ''}\n`;
+}
+
+export function renderHistoryGit(git: HistoryGit): string {
+  switch (git.state) {
+    case 'ready':
+      return git.head ? `branch ${git.branch.replace(/^refs\/heads\//, '')} at ${git.head}` : `branch ${git.branch.replace(/^refs\/heads\//, '')} has no commits yet`;
+    case 'absent':
+      return git.reason;
+    case 'pending':
+      return `history cannot be read (${git.code}): ${git.reason}`;
+    case 'unavailable':
+      return `git unavailable: ${git.reason}`;
+  }
+}
+
+export function renderHistory(h: RecordHistory): string {
+  const lines = [`history of ${h.id}  ${h.path}`, `  git: ${renderHistoryGit(h.git)}`];
+  if (h.queued > 0) lines.push(`  ${h.queued} version(s) waiting for a checkpoint (not in Git yet)`);
+  if (h.versions.length === 0) lines.push('  no committed versions');
+  for (const v of h.versions) {
+    const ref = v.publicationId ?? v.scanId ?? '';
+    lines.push(`  ${v.commit.slice(0, 12)}  ${v.date}  ${v.actor.padEnd(8)} r${v.revision ?? '?'}  ${v.subject}${ref ? `  [${ref}]` : ''}${v.path !== h.path ? `  (${v.path})` : ''}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+export function renderDiff(d: RecordDiff): string {
+  return d.patch === '' ? `no differences between ${d.from.slice(0, 12)} and ${d.to.slice(0, 12)}\n` : d.patch;
+}
+
+export function renderRecord(v: RecordView): string {
+  const r = v.record;
+  const lines = [
+    `${r.title}`,
+    `  id ${r.id}  ${r.kind}  revision ${r.revision}  ${r.lifecycle}`,
+    `  ${r.partition}  ${r.path}${r.onDisk === 'same' ? '' : `  (file on disk: ${r.onDisk})`}`,
+    `  updated ${r.updatedAt}  recorded ${r.recordedAt}`,
+  ];
+  if (r.aliases.length) lines.push(`  aliases: ${r.aliases.join(', ')}`);
+  if (r.tags.length) lines.push(`  tags: ${r.tags.join(', ')}`);
+  for (const e of v.evidence) {
+    const where = e.citation.lines ? ` lines ${e.citation.lines[0]}-${e.citation.lines[1]}` : '';
+    lines.push(e.known
+      ? `  evidence ${e.sourceId}${where}  ${e.path}  ${e.size} bytes  ${e.mediaType}${e.inHistory ? '' : '  (kept out of history)'}`
+      : `  evidence ${e.sourceId}${where}  (unknown source)`);
+  }
+  if (v.links.length) lines.push(`  links: ${v.links.join(', ')}`);
+  if (v.backlinksTotal) lines.push(`  backlinks (${v.backlinksTotal}): ${v.backlinks.map((b) => b.id).join(', ')}`);
+  lines.push('', r.body.replace(/\n$/, ''));
+  return lines.join('\n') + '\n';
+}
+
+export function renderSearch(s: SearchResult, offset: number): string {
+  if (s.total === 0) return 'no matches\n';
+  const lines = s.results.map((h) => `${summaryLine(h)}\n    ${h.snippet}`);
+  return lines.join('\n') + '\n' + page(s.results.length, s.total, offset, s.nextOffset);
+}
+
+export function renderList(l: ListResult, offset: number): string {
+  if (l.total === 0) return 'no records\n';
+  return l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, offset, l.nextOffset);
+}
+
+export function renderLookup(l: LookupResult): string {
+  switch (l.status) {
+    case 'found':
+      return `found: ${summaryLine(l.record)}\n`;
+    case 'ambiguous':
+      return `ambiguous: ${l.candidates.length} records match\n` + l.candidates.map((c) => `  ${summaryLine(c)}\n`).join('');
+    case 'missing':
+      return 'missing\n';
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Pure half of record history [READ-2]: the `git log` format we ask for, and
+ * parsers for its output and for `git cat-file --batch`. No I/O; table-tested.
+ */
+import { parseRecordText } from '../records/record.js';
+import type { HistoryActor } from './types.js';
+
+const FS = '\x1f'; // between fields
+const VS = '\x1e'; // between repeated trailer values
+
+/**
+ * One header per commit: id, parents, author date, trailers, and the subject
+ * last (it is the only free text, so a stray separator in it cannot shift
+ * the other fields).
+ */
+export const LOG_FORMAT =
+  '--format=%H%x1f%P%x1f%aI' +
+  '%x1f%(trailers:key=Knowledge-Actor,valueonly,separator=%x1e)' +
+  '%x1f%(trailers:key=Knowledge-Publication,valueonly,separator=%x1e)' +
+  '%x1f%(trailers:key=Knowledge-Scan,valueonly,separator=%x1e)' +
+  '%x1f%(trailers:key=Knowledge-Attachment,valueonly,separator=%x1e)' +
+  '%x1f%s';
+
+export interface LogEntry {
+  commit: string;
+  parent: string | null;
+  date: string;
+  actor: HistoryActor;
+  subject: string;
+  /** The followed file's path in this commit; null when git listed no file (e.g. some merges). */
+  path: string | null;
+  /** R/C/A/M/D/T... from --name-status. */
+  status: string | null;
+  publicationId?: string;
+  scanId?: string;
+  attachmentId?: string;
+}
+
+const HEX_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+
+function firstValue(v: string | undefined): string | undefined {
+  const s = (v ?? '').split(VS)[0]?.trim();
+  return s ? s : undefined;
+}
+
+export function actorLabel(v: string | undefined): HistoryActor {
+  const s = firstValue(v);
+  return s === 'agent' || s === 'operator' || s === 'external' ? s : 'unknown';
+}
+
+/** Author dates come as strict ISO with an offset; report UTC like every other timestamp. */
+export function utcIso(gitIso: string): string {
+  const ms = Date.parse(gitIso);
+  return Number.isFinite(ms) ? new Date(ms).toISOString().replace('.000Z', 'Z') : gitIso;
+}
+
+function parseHeader(token: string): LogEntry | null {
+  const f = token.split(FS);
+  if (f.length < 8) return null;
+  const [commit = '', parents = '', date = '', actor, pub, scan, att] = f;
+  if (!HEX_RE.test(commit)) return null;
+  const entry: LogEntry = {
+    commit,
+    parent: parents.trim() === '' ? null : parents.trim().split(' ')[0]!,
+    date: utcIso(date),
+    actor: actorLabel(actor),
+    subject: f.slice(7).join(FS),
+    path: null,
+    status: null,
+  };
+  const p = firstValue(pub);
+  if (p) entry.publicationId = p;
+  const s = firstValue(scan);
+  if (s) entry.scanId = s;
+  const a = firstValue(att);
+  if (a) entry.attachmentId = a;
+  return entry;
+}
+
+/**
+ * Parse `git log -z --name-status LOG_FORMAT`: NUL-separated tokens,
+ * `header`, then per file `\nSTATUS`, path (two paths for renames and
+ * copies: old, new). The followed path of a commit is its last (new) path.
+ */
+export function parseLog(out: string): LogEntry[] {
+  const tokens = out.split('\0');
+  const entries: LogEntry[] = [];
+  let cur: LogEntry | null = null;
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (t === '' || t === '\n') continue;
+    if (t.startsWith('\n') && cur) {
+      const status = t.slice(1);
+      const two = status.startsWith('R') || status.startsWith('C');
+      const a = tokens[i + 1];
+      const b = two ? tokens[i + 2] : undefined;
+      i += two ? 2 : 1;
+      if (cur.path === null) {
+        cur.status = status;
+        cur.path = (two ? b : a) ?? null;
+      }
+      continue;
+    }
+    const header = parseHeader(t.startsWith('\n') ? t.slice(1) : t);
+    if (header) {
+      cur = header;
+      entries.push(cur);
+    }
+  }
+  return entries;
+}
+
+export type BatchObject = { found: true; bytes: Buffer } | { found: false };
+
+/**
+ * Parse `git cat-file --batch` output: per request `<oid> <type> <size>\n`
+ * + content + `\n`, or `<request> missing\n` (also `ambiguous`). Returns one
+ * entry per request, in order; stops early on malformed output.
+ */
+export function parseCatFileBatch(out: Buffer, requests: number): BatchObject[] {
+  const result: BatchObject[] = [];
+  let pos = 0;
+  while (result.length < requests && pos < out.length) {
+    const nl = out.indexOf(0x0a, pos);
+    if (nl < 0) break;
+    const header = out.subarray(pos, nl).toString('utf8');
+    pos = nl + 1;
+    const m = / (blob|tree|commit|tag) (\d+)$/.exec(header);
+    if (!m) {
+      // "<request> missing" / "ambiguous": no content follows.
+      result.push({ found: false });
+      continue;
+    }
+    const size = Number(m[2]);
+    if (pos + size > out.length) break;
+    const bytes = out.subarray(pos, pos + size);
+    pos += size + 1; // content, then a newline
+    result.push(m[1] === 'blob' ? { found: true, bytes: Buffer.from(bytes) } : { found: false });
+  }
+  return result;
+}
+
+/** `id` and `revision` of one committed version's frontmatter (null where unreadable). */
+export function versionFacts(bytes: Buffer): { id: string | null; revision: number | null } {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return { id: null, revision: null };
+  }
+  const parsed = parseRecordText(text);
+  if (!parsed.ok) return { id: null, revision: null };
+  const { id, revision } = parsed.file.data;
+  return {
+    id: typeof id === 'string' ? id : null,
+    revision: typeof revision === 'number' && Number.isSafeInteger(revision) && revision > 0 ? revision : null,
+  };
+}

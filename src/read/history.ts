@@ -1,0 +1,174 @@
+/**
+ * Effectful half of record history [READ-2]: every committed version of one
+ * record on the branch HEAD names, its actor label and date, and the diff
+ * between two versions. Git runs only through GitRunner (clean environment,
+ * no hooks, filters, pagers or external diff [GIT-12]) and discovery never
+ * leaves the vault [GIT-2].
+ *
+ * Reading history never fails because of Git: a missing repository is
+ * `absent` with no versions, and a Git that cannot run or a repository it
+ * cannot read is reported in `git`, with no versions. Reading takes no lock
+ * and writes nothing, so it works beside a running Gateway and while a
+ * checkpoint is pending.
+ *
+ * The history covers the whole vault [GIT-20]; this module only ever asks
+ * for the path of a record the caller was allowed to see.
+ */
+import { lstat, realpath } from 'node:fs/promises';
+import { join } from 'node:path';
+import { KnowledgeError } from '../errors.js';
+import { classifyGitFailure, type GitRunner } from '../git/runner.js';
+import { vaultEnv } from '../git/inspect.js';
+import type { DB } from '../store/db.js';
+import { LOG_FORMAT, parseCatFileBatch, parseLog, versionFacts } from './history-parse.js';
+import type { HistoryGit, RecordDiff, RecordHistory, RecordVersion } from './types.js';
+
+interface Repo {
+  vault: string;
+  env: Record<string, string>;
+  branch: string;
+  head: string | null;
+}
+
+type RepoCheck = { ok: true; repo: Repo } | { ok: false; git: HistoryGit };
+
+/** Locate the vault's own repository and the branch HEAD names; read-only. */
+export async function openHistoryRepo(runner: GitRunner, vaultDir: string): Promise<RepoCheck> {
+  let vault: string;
+  try {
+    vault = await realpath(vaultDir);
+  } catch (e) {
+    return { ok: false, git: { state: 'pending', code: 'not-vault-root', reason: `vault: ${(e as Error).message}` } };
+  }
+  try {
+    const st = await lstat(join(vault, '.git'));
+    if (!st.isDirectory()) {
+      return { ok: false, git: { state: 'pending', code: 'linked-worktree', reason: 'vault/.git is not a directory; Knowledge reads history only from the vault\'s own repository' } };
+    }
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { ok: false, git: { state: 'absent', reason: 'no history yet: the vault has no repository (it is created at the first checkpoint)' } };
+    return { ok: false, git: { state: 'pending', code: code === 'EACCES' ? 'permission' : 'git-error', reason: `vault/.git: ${(e as Error).message}` } };
+  }
+  const det = await runner.detect();
+  if (!det.ok) return { ok: false, git: { state: 'unavailable', reason: det.reason } };
+  const env = vaultEnv(vault);
+  const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env });
+  if (sym.code === 1) return { ok: false, git: { state: 'pending', code: 'detached-head', reason: 'HEAD is detached; history is read from the branch HEAD names' } };
+  if (sym.code !== 0) return { ok: false, git: failure(sym.stderr, sym.timedOut) };
+  const branch = sym.stdout.toString('utf8').trim();
+  const rp = await runner.run(['rev-parse', '--show-toplevel', '-q', '--verify', `${branch}^{commit}`], { cwd: vault, env });
+  const [top = '', oid = ''] = rp.stdout.toString('utf8').split('\n');
+  if (rp.code !== 0 && (rp.stderr.trim() !== '' || top === '')) return { ok: false, git: failure(rp.stderr, rp.timedOut) };
+  let topReal = top;
+  try {
+    topReal = await realpath(top);
+  } catch {
+    /* compared below as given */
+  }
+  if (topReal !== vault) {
+    return { ok: false, git: { state: 'pending', code: 'not-vault-root', reason: `the repository's work tree is ${top}, not the vault` } };
+  }
+  return { ok: true, repo: { vault, env, branch, head: rp.code === 0 && oid ? oid : null } };
+}
+
+function failure(stderr: string, timedOut: boolean): HistoryGit {
+  const c = classifyGitFailure(stderr, timedOut);
+  return { state: 'pending', code: c.code, reason: c.reason };
+}
+
+/** Versions of this path waiting in the outbox (not in Git yet) [GIT-14]. */
+export function queuedVersions(db: DB, path: string): number {
+  const row = db.prepare(
+    "SELECT count(*) AS n FROM batch_files f JOIN batches b ON b.batch_id = f.batch_id WHERE b.state = 'queued' AND f.path = ? AND f.deleted = 0",
+  ).get(path) as { n: number };
+  return row.n;
+}
+
+/**
+ * Every committed version of the record at `path`, newest first, following
+ * renames (`git log --follow`). A version whose frontmatter names another id
+ * is left out: rename detection crossed into a different record's file.
+ */
+export async function readHistory(runner: GitRunner, vaultDir: string, db: DB, rec: { id: string; path: string }): Promise<RecordHistory> {
+  const base = { id: rec.id, path: rec.path, queued: queuedVersions(db, rec.path) };
+  const opened = await openHistoryRepo(runner, vaultDir);
+  if (!opened.ok) return { ...base, versions: [], git: opened.git };
+  const { repo } = opened;
+  const git: HistoryGit = { state: 'ready', branch: repo.branch, head: repo.head };
+  if (repo.head === null) return { ...base, versions: [], git };
+
+  const log = await runner.run(
+    ['log', '-z', '--follow', '--name-status', '--no-color', '--no-show-signature', LOG_FORMAT, repo.head, '--', rec.path],
+    { cwd: repo.vault, env: { ...repo.env, GIT_LITERAL_PATHSPECS: '1' } },
+  );
+  if (log.code !== 0) return { ...base, versions: [], git: failure(log.stderr, log.timedOut) };
+  const entries = parseLog(log.stdout.toString('utf8')).filter(
+    (e): e is typeof e & { path: string } => e.path !== null && !e.status?.startsWith('D'),
+  );
+  if (entries.length === 0) return { ...base, versions: [], git };
+
+  // One cat-file process for every version's bytes, not one spawn each.
+  const cat = await runner.run(['cat-file', '--batch'], {
+    cwd: repo.vault,
+    env: repo.env,
+    input: entries.map((e) => `${e.commit}:${e.path}\n`).join(''),
+  });
+  if (cat.code !== 0) return { ...base, versions: [], git: failure(cat.stderr, cat.timedOut) };
+  const objects = parseCatFileBatch(cat.stdout, entries.length);
+
+  const versions: RecordVersion[] = [];
+  entries.forEach((e, i) => {
+    const obj = objects[i];
+    if (!obj?.found) return; // not a version of the file (e.g. a merge listing)
+    const facts = versionFacts(obj.bytes);
+    if (facts.id !== null && facts.id !== rec.id) return;
+    const v: RecordVersion = {
+      commit: e.commit,
+      parent: e.parent,
+      date: e.date,
+      actor: e.actor,
+      subject: e.subject,
+      path: e.path,
+      revision: facts.revision,
+    };
+    if (e.publicationId) v.publicationId = e.publicationId;
+    if (e.scanId) v.scanId = e.scanId;
+    versions.push(v);
+  });
+  return { ...base, versions, git };
+}
+
+/**
+ * Unified diff between two committed versions of one record. Both commits
+ * must be versions listed by `readHistory` (E_VALIDATION otherwise), so a
+ * caller can never diff another record, a path outside its partition, or an
+ * arbitrary revision expression.
+ */
+export async function diffVersions(
+  runner: GitRunner,
+  vaultDir: string,
+  history: RecordHistory,
+  from: string,
+  to: string,
+): Promise<RecordDiff> {
+  const a = history.versions.find((v) => v.commit === from);
+  const b = history.versions.find((v) => v.commit === to);
+  if (!a || !b) {
+    const which = [!a && `from ${from}`, !b && `to ${to}`].filter(Boolean).join(' and ');
+    throw new KnowledgeError('E_VALIDATION', `${which} is not a committed version of record ${history.id}`);
+  }
+  const opened = await openHistoryRepo(runner, vaultDir);
+  if (!opened.ok) throw new KnowledgeError('E_UNAVAILABLE', `cannot read the vault's history: ${'reason' in opened.git ? opened.git.reason : opened.git.state}`);
+  const paths = a.path === b.path ? [a.path] : [a.path, b.path];
+  const r = await runner.run(
+    ['diff', '--no-ext-diff', '--no-textconv', '--no-color', '--src-prefix=a/', '--dst-prefix=b/', '-M', a.commit, b.commit, '--', ...paths],
+    // UTF-8 paths in the headers as they are, not C-quoted octal escapes.
+    { cwd: opened.repo.vault, env: { ...opened.repo.env, GIT_LITERAL_PATHSPECS: '1' }, extraConfig: ['core.quotePath=false'] },
+  );
+  if (r.code !== 0) {
+    const c = classifyGitFailure(r.stderr, r.timedOut);
+    throw new KnowledgeError('E_UNAVAILABLE', `git diff failed (${c.code}): ${c.reason}`);
+  }
+  return { id: history.id, from: a.commit, to: b.commit, path: b.path, patch: r.stdout.toString('utf8') };
+}

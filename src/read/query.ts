@@ -1,0 +1,239 @@
+/**
+ * Pure half of reading: validate query input at the boundary, and turn user
+ * text into FTS5 MATCH expressions [READ-1]. No I/O; table-tested.
+ *
+ * User text never reaches FTS5 as syntax: every word becomes a double-quoted
+ * FTS5 string (embedded quotes doubled), which FTS5 only tokenizes. So
+ * `title:x OR *`, `NEAR(a b)`, `"`, `^`, `-` and parentheses are searched for
+ * as words (or dropped as punctuation), never interpreted.
+ */
+import { KnowledgeError } from '../errors.js';
+import { parsePartition, type PartitionId } from '../store/layout.js';
+import { isUtcTimestamp } from '../records/record.js';
+import { LIFECYCLES, RECORD_KINDS, type Lifecycle, type RecordKind } from '../records/types.js';
+import type { ListQuery, SearchMode, SearchQuery } from './types.js';
+
+export const MAX_QUERY_LENGTH = 500;
+export const MAX_KEY_LENGTH = 500;
+export const MAX_WORDS = 64;
+export const SEARCH_LIMIT = { min: 1, max: 50, default: 20 } as const;
+export const LIST_LIMIT = { min: 1, max: 500, default: 100 } as const;
+export const MAX_OFFSET = 1_000_000;
+
+/** Marks around matched words in search snippets (Markdown bold: readable as text). */
+export const SNIPPET_OPEN = '**';
+export const SNIPPET_CLOSE = '**';
+
+/** An FTS5 string: tokenized by the table's tokenizer, never parsed as syntax. */
+export function ftsString(text: string): string {
+  return `"${text.replace(/"/g, '""')}"`;
+}
+
+/** Words that can produce at least one token (letters or digits of any script). */
+const WORDLIKE = /[\p{L}\p{N}]/u;
+
+/** Split user text into searchable words: whitespace-separated, punctuation-only words dropped. */
+export function queryWords(query: string): string[] {
+  return query
+    .normalize('NFC')
+    .split(/[\s\p{Cc}]+/u)
+    .filter((w) => WORDLIKE.test(w));
+}
+
+/** The columns user words may match: never `facets`. */
+export const TEXT_COLUMNS = '{title aliases body}';
+
+/**
+ * The MATCH expression for a search, or null when the text has no searchable
+ * word (then nothing matches). `all`: every word; `any`: at least one;
+ * `phrase`: the words adjacent and in order. Confined to the text columns.
+ */
+export function matchExpression(query: string, mode: SearchMode): string | null {
+  const words = queryWords(query);
+  if (words.length === 0) return null;
+  switch (mode) {
+    case 'all':
+      return `${TEXT_COLUMNS} : (${words.map(ftsString).join(' AND ')})`;
+    case 'any':
+      return `${TEXT_COLUMNS} : (${words.map(ftsString).join(' OR ')})`;
+    case 'phrase':
+      return `${TEXT_COLUMNS} : (${ftsString(words.join(' '))})`;
+  }
+}
+
+/**
+ * One token of the `facets` column (migration 003): a prefix letter and the
+ * hex of the value's UTF-8 bytes, so every value is one exact token.
+ */
+export function facetToken(prefix: 'p' | 'k' | 'l' | 't', value: string): string {
+  return `${prefix}${Buffer.from(value, 'utf8').toString('hex')}`;
+}
+
+/**
+ * FTS5 terms for filters and partition scope, to AND with the user's
+ * expression; null when the caller may read no partition (nothing matches).
+ */
+export function facetTerms(f: { readable: 'all' | readonly string[]; partition?: string; kind?: string; lifecycle?: string; tag?: string }): string[] | null {
+  const terms: string[] = [];
+  if (f.readable !== 'all') {
+    if (f.readable.length === 0) return null;
+    terms.push(`facets : (${f.readable.map((p) => ftsString(facetToken('p', p))).join(' OR ')})`);
+  }
+  if (f.partition) terms.push(`facets : ${ftsString(facetToken('p', f.partition))}`);
+  if (f.kind) terms.push(`facets : ${ftsString(facetToken('k', f.kind))}`);
+  if (f.lifecycle) terms.push(`facets : ${ftsString(facetToken('l', f.lifecycle))}`);
+  if (f.tag) terms.push(`facets : ${ftsString(facetToken('t', f.tag))}`);
+  return terms;
+}
+
+/**
+ * Candidates for an exact title, alias or wiki link: the text as one phrase
+ * within a column; `anchored` also requires it to start the column (FTS5 `^`).
+ * Null when the text has no searchable word.
+ */
+export function columnPhrase(column: 'title' | 'aliases' | 'body', text: string, anchored = false): string | null {
+  const words = queryWords(text);
+  if (words.length === 0) return null;
+  return `${column} : ${anchored ? '^' : ''}${ftsString(words.join(' '))}`;
+}
+
+/** How lookup compares titles and aliases: NFC, locale-independent lowercase [READ-1]. */
+export function foldKey(s: string): string {
+  return s.normalize('NFC').toLowerCase().normalize('NFC');
+}
+
+// ---------------------------------------------------------------------------
+// Boundary validation: unknown input in, typed values out, E_VALIDATION otherwise.
+
+function bad(message: string): never {
+  throw new KnowledgeError('E_VALIDATION', message);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function optString(o: Record<string, unknown>, key: string, max = 200): string | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string' || v.trim() === '' || v.length > max) bad(`${key} must be a non-empty string of at most ${max} characters`);
+  return v;
+}
+
+function optKind(o: Record<string, unknown>): RecordKind | undefined {
+  const v = optString(o, 'kind');
+  if (v !== undefined && !(RECORD_KINDS as readonly string[]).includes(v)) bad(`kind must be one of ${RECORD_KINDS.join(' | ')}, got ${JSON.stringify(v)}`);
+  return v as RecordKind | undefined;
+}
+
+function optLifecycle(o: Record<string, unknown>): Lifecycle | undefined {
+  const v = optString(o, 'lifecycle');
+  if (v !== undefined && !(LIFECYCLES as readonly string[]).includes(v)) bad(`lifecycle must be one of ${LIFECYCLES.join(' | ')}, got ${JSON.stringify(v)}`);
+  return v as Lifecycle | undefined;
+}
+
+function optInt(o: Record<string, unknown>, key: string, min: number, max: number, dflt: number): number {
+  let v = o[key];
+  if (v === undefined || v === null) return dflt;
+  // Surfaces that parse strings (query parameters, CLI flags) may pass digits.
+  if (typeof v === 'string' && /^\d{1,9}$/.test(v)) v = Number(v);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) bad(`${key} must be an integer from ${min} to ${max}, got ${JSON.stringify(o[key])}`);
+  return v;
+}
+
+const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** A UTC timestamp, or a calendar date meaning its midnight UTC; returned as an ISO timestamp. */
+export function parseInstant(key: string, v: string): string {
+  const d = DATE_RE.exec(v);
+  const ts = d ? `${v}T00:00:00Z` : v;
+  if (!isUtcTimestamp(ts)) bad(`${key} must be a UTC timestamp like 2024-01-31T12:00:00Z or a date like 2024-01-31, got ${JSON.stringify(v)}`);
+  return ts;
+}
+
+export interface ParsedSearch {
+  query: string;
+  mode: SearchMode;
+  /** null: the text has no searchable word; the search matches nothing. */
+  match: string | null;
+  kind?: RecordKind;
+  tag?: string;
+  lifecycle?: Lifecycle;
+  updatedAfter?: string;
+  updatedBefore?: string;
+  limit: number;
+  offset: number;
+}
+
+export function parseSearchQuery(input: unknown): ParsedSearch {
+  if (!isRecord(input)) bad('search query must be an object');
+  const q = input as SearchQuery & Record<string, unknown>;
+  if (typeof q.query !== 'string' || q.query.trim() === '') bad('query must be a non-empty string');
+  if (q.query.length > MAX_QUERY_LENGTH) bad(`query is ${q.query.length} characters; at most ${MAX_QUERY_LENGTH} are allowed`);
+  const mode = q.mode ?? 'all';
+  if (mode !== 'all' && mode !== 'any' && mode !== 'phrase') bad(`mode must be all | any | phrase, got ${JSON.stringify(mode)}`);
+  const words = queryWords(q.query);
+  if (words.length > MAX_WORDS) bad(`query has ${words.length} words; at most ${MAX_WORDS} are allowed`);
+  const out: ParsedSearch = {
+    query: q.query,
+    mode,
+    match: matchExpression(q.query, mode),
+    limit: optInt(q, 'limit', SEARCH_LIMIT.min, SEARCH_LIMIT.max, SEARCH_LIMIT.default),
+    offset: optInt(q, 'offset', 0, MAX_OFFSET, 0),
+  };
+  const kind = optKind(q);
+  if (kind) out.kind = kind;
+  const tag = optString(q, 'tag');
+  if (tag !== undefined) out.tag = tag;
+  const lifecycle = optLifecycle(q);
+  if (lifecycle) out.lifecycle = lifecycle;
+  const after = optString(q, 'updatedAfter', 40);
+  if (after !== undefined) out.updatedAfter = parseInstant('updatedAfter', after);
+  const before = optString(q, 'updatedBefore', 40);
+  if (before !== undefined) out.updatedBefore = parseInstant('updatedBefore', before);
+  return out;
+}
+
+export interface ParsedList {
+  partition?: PartitionId;
+  kind?: RecordKind;
+  tag?: string;
+  lifecycle?: Lifecycle;
+  limit: number;
+  offset: number;
+}
+
+export function parseListQuery(input: unknown): ParsedList {
+  const q = (input ?? {}) as ListQuery & Record<string, unknown>;
+  if (!isRecord(q)) bad('list query must be an object');
+  const out: ParsedList = {
+    limit: optInt(q, 'limit', LIST_LIMIT.min, LIST_LIMIT.max, LIST_LIMIT.default),
+    offset: optInt(q, 'offset', 0, MAX_OFFSET, 0),
+  };
+  const partition = optString(q, 'partition', 80);
+  if (partition !== undefined) out.partition = parsePartition(partition);
+  const kind = optKind(q);
+  if (kind) out.kind = kind;
+  const tag = optString(q, 'tag');
+  if (tag !== undefined) out.tag = tag;
+  const lifecycle = optLifecycle(q);
+  if (lifecycle) out.lifecycle = lifecycle;
+  return out;
+}
+
+/** A lookup key: non-empty, bounded. */
+export function parseLookupKey(key: unknown): string {
+  if (typeof key !== 'string' || key.trim() === '') bad('lookup key must be a non-empty string');
+  if (key.length > MAX_KEY_LENGTH) bad(`lookup key is ${key.length} characters; at most ${MAX_KEY_LENGTH} are allowed`);
+  return key;
+}
+
+/** Full hexadecimal commit ids only (SHA-1 or SHA-256): never revisions, ranges or options. */
+export function isFullCommitId(s: unknown): s is string {
+  return typeof s === 'string' && /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(s);
+}
+
+export function nextOffset(offset: number, returned: number, total: number): number | null {
+  const next = offset + returned;
+  return returned > 0 && next < total ? next : null;
+}

@@ -1,0 +1,196 @@
+/**
+ * One record with everything its page shows [READ-1][SURF-2]: the indexed
+ * frontmatter and body, the file as it is on disk, its evidence (each
+ * citation with the source descriptor it names), its links and backlinks.
+ */
+import { closeSync, constants, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
+import { dirname, join, sep } from 'node:path';
+import { KnowledgeError } from '../errors.js';
+import type { DB } from '../store/db.js';
+import type { PartitionId } from '../store/layout.js';
+import { isSafeRelativePath } from '../records/filename.js';
+import { sha256Hex } from '../records/record.js';
+import type { Citation } from '../records/types.js';
+import { bodyLinksTo, recordLinks } from './links.js';
+import { columnPhrase } from './query.js';
+import { SUMMARY_COLUMNS, UPDATED_ORDER, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
+import { duplicateIdsAmong } from './duplicates.js';
+import type { EvidenceEntry, OnDisk, RecordSummary, RecordView } from './types.js';
+
+/** At most this many backlinks are returned (newest first); `backlinksTotal` counts all. */
+export const MAX_BACKLINKS = 200;
+/** A record file larger than this is not read into a response. */
+export const MAX_TEXT_BYTES = 16 * 1024 * 1024;
+
+interface DetailRow extends SummaryRow {
+  meta: string;
+  body: string;
+  sha256: string;
+}
+
+/** The indexed record, if the caller may see it; null otherwise (never says why). */
+export function findVisible(db: DB, readable: 'all' | PartitionId[], id: string): DetailRow | null {
+  const w = whereSql([{ sql: 'r.id = ?', params: [id] }, partitionClause(readable)]);
+  return (db.prepare(`SELECT ${SUMMARY_COLUMNS}, r.meta, r.body, r.sha256 FROM records r ${w.sql}`).get(...w.params) as DetailRow | undefined) ?? null;
+}
+
+/** E_NOT_FOUND for ids the caller may not see, and for duplicate ids [REC-3]. */
+export function requireVisible(db: DB, readable: 'all' | PartitionId[], id: string): DetailRow {
+  const row = findVisible(db, readable, id);
+  if (!row) throw new KnowledgeError('E_NOT_FOUND', `no record ${id}`);
+  if (duplicateIdsAmong(db, [id]).size > 0) {
+    throw new KnowledgeError('E_NOT_FOUND', `record id ${id} is claimed by more than one file; see the scan diagnostics [REC-3]`);
+  }
+  return row;
+}
+
+export function readRecordView(db: DB, vaultDir: string, readable: 'all' | PartitionId[], id: string): RecordView {
+  // One read snapshot for the record, its evidence and its backlinks.
+  return db.transaction(() => viewInSnapshot(db, vaultDir, readable, id)).deferred();
+}
+
+function viewInSnapshot(db: DB, vaultDir: string, readable: 'all' | PartitionId[], id: string): RecordView {
+  const row = requireVisible(db, readable, id);
+  const meta = parseObject(row.meta);
+  const disk = readOnDisk(vaultDir, row.path, row.sha256);
+  const { backlinks, total } = findBacklinks(db, readable, row.id);
+  return {
+    record: { ...toSummary(row), meta, body: row.body, text: disk.text, onDisk: disk.onDisk },
+    evidence: evidenceOf(db, row.partition, meta),
+    links: recordLinks(row.id, meta, row.body),
+    backlinks,
+    backlinksTotal: total,
+  };
+}
+
+function parseObject(json: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(json);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The record file as it is now. Never follows a symbolic link, never leaves
+ * the vault, never reads more than MAX_TEXT_BYTES.
+ */
+export function readOnDisk(vaultDir: string, rel: string, indexedSha: string): { text: string | null; onDisk: OnDisk } {
+  if (!isSafeRelativePath(rel)) return { text: null, onDisk: 'missing' };
+  const abs = join(vaultDir, rel);
+  let fd: number;
+  try {
+    const vaultReal = realpathSync(vaultDir);
+    const parentReal = realpathSync(dirname(abs));
+    if (parentReal !== vaultReal && !parentReal.startsWith(vaultReal + sep)) return { text: null, onDisk: 'missing' };
+    fd = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return { text: null, onDisk: 'missing' };
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { text: null, onDisk: 'missing' };
+    if (st.size > MAX_TEXT_BYTES) return { text: null, onDisk: 'changed' };
+    const buf = Buffer.alloc(st.size);
+    let got = 0;
+    while (got < buf.length) {
+      const n = readSync(fd, buf, got, buf.length - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    const bytes = buf.subarray(0, got);
+    return { text: bytes.toString('utf8'), onDisk: sha256Hex(bytes) === indexedSha ? 'same' : 'changed' };
+  } catch {
+    return { text: null, onDisk: 'missing' };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+interface SourceRow {
+  source_id: string;
+  path: string;
+  descriptor_path: string;
+  sha256: string;
+  size: number;
+  media_type: string;
+  in_history: number;
+  attributions: string;
+}
+
+function citations(meta: Record<string, unknown>): Citation[] {
+  const ev = meta.evidence;
+  if (!Array.isArray(ev)) return [];
+  return ev.filter((c): c is Citation => typeof c === 'object' && c !== null && typeof (c as Citation).source === 'string');
+}
+
+/** Each citation with its source descriptor; sources live in the record's own partition. */
+export function evidenceOf(db: DB, partition: string, meta: Record<string, unknown>): EvidenceEntry[] {
+  const get = db.prepare(
+    'SELECT source_id, path, descriptor_path, sha256, size, media_type, in_history, attributions FROM sources WHERE partition = ? AND source_id = ?',
+  );
+  return citations(meta).map((citation): EvidenceEntry => {
+    const s = get.get(partition, citation.source) as SourceRow | undefined;
+    if (!s) return { known: false, sourceId: citation.source, citation };
+    let attributions: Array<{ attribution: string; publicationId?: string; at?: string }> = [];
+    try {
+      const parsed: unknown = JSON.parse(s.attributions);
+      if (Array.isArray(parsed)) attributions = parsed as typeof attributions;
+    } catch {
+      /* unreadable attribution list: shown as none */
+    }
+    return {
+      known: true,
+      sourceId: s.source_id,
+      citation,
+      path: s.path,
+      descriptorPath: s.descriptor_path,
+      sha256: s.sha256,
+      size: s.size,
+      mediaType: s.media_type,
+      inHistory: s.in_history === 1,
+      attributions,
+    };
+  });
+}
+
+/**
+ * Records the caller may see that point at `id`: frontmatter links from
+ * `record_links`, body wiki-links found through the FTS index (the id's
+ * words as a phrase in the body) and confirmed by parsing the body.
+ */
+export function findBacklinks(db: DB, readable: 'all' | PartitionId[], id: string): { backlinks: RecordSummary[]; total: number } {
+  const scope = partitionClause(readable);
+  const ids = new Set<string>();
+  const fm = whereSql([{ sql: 'l.target_id = ?', params: [id] }, scope]);
+  for (const r of db.prepare(`SELECT DISTINCT r.id FROM record_links l JOIN records r ON r.id = l.source_id ${fm.sql}`).all(...fm.params) as Array<{ id: string }>) {
+    ids.add(r.id);
+  }
+  const phrase = columnPhrase('body', id);
+  if (phrase !== null) {
+    const w = whereSql([{ sql: 'records_fts MATCH ?', params: [phrase] }, { sql: 'instr(r.body, ?) > 0', params: [`[[${id}`] }, scope]);
+    const rows = db.prepare(
+      `SELECT r.id, r.body FROM records_fts JOIN records_fts_keys k ON k.n = records_fts.rowid JOIN records r ON r.id = k.id ${w.sql}`,
+    ).all(...w.params) as Array<{ id: string; body: string }>;
+    for (const r of rows) if (bodyLinksTo(r.body, id)) ids.add(r.id);
+  }
+  ids.delete(id);
+  if (ids.size === 0) return { backlinks: [], total: 0 };
+  const list = [...ids];
+  const rows: SummaryRow[] = [];
+  // Chunks keep the statement under SQLite's parameter limit.
+  for (let i = 0; i < list.length; i += 500) {
+    const chunk = list.slice(i, i + 500);
+    rows.push(...(db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM records r WHERE r.id IN (${chunk.map(() => '?').join(', ')}) ORDER BY ${UPDATED_ORDER}`).all(...chunk) as SummaryRow[]));
+  }
+  const summaries = rows.map(toSummary).sort(byUpdatedDesc);
+  return { backlinks: summaries.slice(0, MAX_BACKLINKS), total: summaries.length };
+}
+
+function byUpdatedDesc(a: RecordSummary, b: RecordSummary): number {
+  const ta = Date.parse(a.updatedAt);
+  const tb = Date.parse(b.updatedAt);
+  if (ta !== tb) return tb - ta;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}

@@ -1,0 +1,487 @@
+/**
+ * The read side end to end [READ-1][READ-2]: records published by real
+ * `knowledge publish` processes (real git, real SQLite), read back through
+ * the core service as the operator and as agents, and through the CLI.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeFileSync, appendFileSync, rmSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
+import { KnowledgeError } from '../src/errors.js';
+import type { Caller } from '../src/access.js';
+
+let sb: Sandbox;
+let vault: string;
+let store: string;
+let svc: KnowledgeService | null = null;
+let n = 0;
+
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  store = join(sb.dir, 'st');
+  vault = join(store, 'vault');
+});
+afterEach(() => {
+  svc?.close();
+  svc = null;
+  sb.cleanup();
+});
+
+const OP: Caller = { kind: 'operator' };
+const agentA: Caller = { kind: 'agent', agentId: 'bot', session: 'A' };
+const agentB: Caller = { kind: 'agent', agentId: 'bot', session: 'B' };
+const agentNoSession: Caller = { kind: 'agent', agentId: 'bot' };
+
+/** A reader opened after the writes, like a Gateway or an MCP server. */
+function reader(opts: { gitPath?: string } = {}): KnowledgeService {
+  svc?.close();
+  svc = KnowledgeService.open(store, { write: false, env: sb.env, git: { pathEnv: sb.env.PATH, gitPath: opts.gitPath } });
+  return svc;
+}
+
+interface Draft { id?: string; kind?: string; title: string; body?: string; extra?: string }
+
+function recordText(d: Draft): string {
+  const lines = ['---', `kind: ${d.kind ?? 'page'}`, `title: ${JSON.stringify(d.title)}`];
+  if (d.id) lines.push(`id: ${d.id}`);
+  if (d.extra) lines.push(d.extra.trimEnd());
+  lines.push('---', d.body ?? 'body');
+  return lines.join('\n') + '\n';
+}
+
+/** Publish drafts in one publication through the real CLI; returns the receipt. */
+function publish(drafts: Draft[], args: string[] = []) {
+  const files = drafts.map((d) => {
+    const name = `r${++n}.md`;
+    writeFileSync(join(sb.dir, name), recordText(d));
+    return name;
+  });
+  const r = cli(sb, ['publish', '--store', 'st', '--json', ...args, ...files]);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as { publicationId: string; records: Array<{ id: string; path: string; revision: number }>; git: { state: string; commit?: string } };
+}
+
+function errorCode(fn: () => unknown): string | null {
+  try {
+    fn();
+    return null;
+  } catch (err) {
+    return err instanceof KnowledgeError ? err.code : `not a KnowledgeError: ${String(err)}`;
+  }
+}
+
+async function asyncErrorCode(fn: () => Promise<unknown>): Promise<string | null> {
+  try {
+    await fn();
+    return null;
+  } catch (err) {
+    return err instanceof KnowledgeError ? err.code : `not a KnowledgeError: ${String(err)}`;
+  }
+}
+
+describe('[READ-1] exact lookup: id, then title, then alias', () => {
+  it('finds by id, by title regardless of case and Unicode normalisation, and by alias', () => {
+    publish([
+      { id: 'rec-cafe', title: 'Café Crème', extra: 'aliases: [Morning Coffee]' },
+      { id: 'rec-tea', title: 'Green tea' },
+    ]);
+    const s = reader();
+    expect(s.lookup(OP, 'rec-cafe')).toMatchObject({ status: 'found', record: { id: 'rec-cafe', title: 'Café Crème', aliases: ['Morning Coffee'] } });
+    // NFD input, other case: the same title.
+    expect(s.lookup(OP, 'CAFE\u0301 CRE\u0300ME')).toMatchObject({ status: 'found', record: { id: 'rec-cafe' } });
+    expect(s.lookup(OP, 'morning coffee')).toMatchObject({ status: 'found', record: { id: 'rec-cafe' } });
+    // Diacritics are not case: "Cafe Creme" is another title.
+    expect(s.lookup(OP, 'Cafe Creme')).toEqual({ status: 'missing' });
+    // A word of the title is not the title.
+    expect(s.lookup(OP, 'Green')).toEqual({ status: 'missing' });
+  });
+
+  it('reports two records with the same title as ambiguous, with both candidates', () => {
+    publish([{ id: 'rec-m1', title: 'Meeting notes' }, { id: 'rec-m2', title: 'meeting NOTES' }, { id: 'rec-m3', title: 'Meeting notes, part 2' }]);
+    const r = reader().lookup(OP, 'Meeting Notes');
+    expect(r.status).toBe('ambiguous');
+    if (r.status !== 'ambiguous') return;
+    expect(r.candidates.map((c) => c.id).sort()).toEqual(['rec-m1', 'rec-m2']);
+  });
+
+  it('an id wins over a title, and a title over an alias', () => {
+    publish([
+      { id: 'rec-x', title: 'rec-y' },
+      { id: 'rec-y', title: 'Why' },
+      { id: 'rec-z', title: 'Zed', extra: 'aliases: [Why]' },
+    ]);
+    const s = reader();
+    expect(s.lookup(OP, 'rec-y')).toMatchObject({ status: 'found', record: { id: 'rec-y' } });
+    expect(s.lookup(OP, 'why')).toMatchObject({ status: 'found', record: { id: 'rec-y' } });
+  });
+});
+
+describe('[SURF-3] partition scoping: an agent in session A never sees session B', () => {
+  beforeEach(() => {
+    publish([{ id: 'rec-priv', title: 'Shared private fact', body: 'owner private alpha' }]);
+    publish([{ id: 'rec-a', title: 'Conversation A note', body: 'alpha from A', extra: 'aliases: [Secret plan]' }], ['--partition', 'conversation:A', '--actor', 'agent']);
+    publish([{ id: 'rec-b', title: 'Conversation B note', body: 'alpha from B', extra: 'aliases: [Secret plan]' }], ['--partition', 'conversation:B', '--actor', 'agent']);
+  });
+
+  it('lookup: B records are missing for A, by id, title and alias', () => {
+    const s = reader();
+    expect(s.lookup(agentA, 'rec-b')).toEqual({ status: 'missing' });
+    expect(s.lookup(agentA, 'Conversation B note')).toEqual({ status: 'missing' });
+    // Both sessions have the alias: A sees only its own, so it is not ambiguous for A.
+    expect(s.lookup(agentA, 'secret plan')).toMatchObject({ status: 'found', record: { id: 'rec-a' } });
+    expect(s.lookup(OP, 'secret plan').status).toBe('ambiguous');
+    expect(s.lookup(agentNoSession, 'rec-a')).toEqual({ status: 'missing' });
+    expect(s.lookup(agentNoSession, 'rec-priv')).toMatchObject({ status: 'found' });
+  });
+
+  it('search and list: only private and the own conversation', () => {
+    const s = reader();
+    expect(s.search(agentA, { query: 'alpha' }).results.map((r) => r.id).sort()).toEqual(['rec-a', 'rec-priv']);
+    expect(s.search(agentA, { query: 'alpha' }).total).toBe(2);
+    expect(s.search(agentB, { query: 'alpha' }).results.map((r) => r.id).sort()).toEqual(['rec-b', 'rec-priv']);
+    expect(s.search(OP, { query: 'alpha' }).total).toBe(3);
+    expect(s.listRecords(agentA).records.map((r) => r.id).sort()).toEqual(['rec-a', 'rec-priv']);
+    expect(s.listRecords(agentA, { partition: 'conversation:A' }).records.map((r) => r.id)).toEqual(['rec-a']);
+    expect(errorCode(() => s.listRecords(agentA, { partition: 'conversation:B' }))).toBe('E_DENIED');
+    expect(s.listRecords(OP, { partition: 'conversation:B' }).records.map((r) => r.id)).toEqual(['rec-b']);
+  });
+
+  it('read, history and diff: B records are E_NOT_FOUND for A', async () => {
+    const s = reader();
+    expect(errorCode(() => s.readRecord(agentA, 'rec-b'))).toBe('E_NOT_FOUND');
+    expect(s.readRecord(agentA, 'rec-a').record.id).toBe('rec-a');
+    expect(await asyncErrorCode(() => s.recordHistory(agentA, 'rec-b'))).toBe('E_NOT_FOUND');
+    const hb = await s.recordHistory(agentB, 'rec-b');
+    expect(hb.versions).toHaveLength(1);
+    const c = hb.versions[0]!.commit;
+    expect(await asyncErrorCode(() => s.recordDiff(agentA, 'rec-b', c, c))).toBe('E_NOT_FOUND');
+    // The commit exists, but it is not a version of A's record.
+    expect(await asyncErrorCode(() => s.recordDiff(agentA, 'rec-a', c, c))).toBe('E_VALIDATION');
+  });
+
+  it('backlinks from B never show on a private record read by A', () => {
+    publish([{ id: 'rec-b2', title: 'B links', body: 'see [[rec-priv]]' }], ['--partition', 'conversation:B']);
+    publish([{ id: 'rec-a2', title: 'A links', body: 'see [[rec-priv]]' }], ['--partition', 'conversation:A']);
+    const s = reader();
+    expect(s.readRecord(agentA, 'rec-priv').backlinks.map((b) => b.id)).toEqual(['rec-a2']);
+    expect(s.readRecord(OP, 'rec-priv').backlinks.map((b) => b.id).sort()).toEqual(['rec-a2', 'rec-b2']);
+  });
+
+  it('a sandboxed agent is denied every read', async () => {
+    const s = reader();
+    const sandboxed: Caller = { kind: 'agent', agentId: 'bot', session: 'A', sandboxed: true };
+    expect(errorCode(() => s.lookup(sandboxed, 'rec-a'))).toBe('E_DENIED');
+    expect(errorCode(() => s.search(sandboxed, { query: 'alpha' }))).toBe('E_DENIED');
+    expect(errorCode(() => s.listRecords(sandboxed))).toBe('E_DENIED');
+    expect(errorCode(() => s.readRecord(sandboxed, 'rec-a'))).toBe('E_DENIED');
+    expect(await asyncErrorCode(() => s.recordHistory(sandboxed, 'rec-a'))).toBe('E_DENIED');
+  });
+});
+
+describe('[READ-1] keyword search', () => {
+  it('needs every word by default; any and phrase modes; title ranks above body', () => {
+    publish([
+      { id: 'rec-1', title: 'Node version', body: 'The build uses Node 20 on CI.' },
+      { id: 'rec-2', title: 'Build cache', body: 'Node modules are cached.' },
+      { id: 'rec-3', title: 'Unrelated', body: 'Nothing to see.' },
+    ]);
+    const s = reader();
+    expect(s.search(OP, { query: 'node build' }).results.map((r) => r.id).sort()).toEqual(['rec-1', 'rec-2']);
+    expect(s.search(OP, { query: 'node version' }).results.map((r) => r.id)).toEqual(['rec-1']);
+    expect(s.search(OP, { query: 'version nothing', mode: 'any' }).results.map((r) => r.id).sort()).toEqual(['rec-1', 'rec-3']);
+    expect(s.search(OP, { query: 'uses node', mode: 'phrase' }).results.map((r) => r.id)).toEqual(['rec-1']);
+    expect(s.search(OP, { query: 'node uses', mode: 'phrase' }).total).toBe(0);
+    const cache = s.search(OP, { query: 'cache' });
+    expect(cache.results[0]).toMatchObject({ id: 'rec-2' });
+    expect(cache.results[0]!.score).toBeGreaterThan(0);
+    expect(s.search(OP, { query: 'cached' }).results[0]!.snippet).toContain('**cached**');
+  });
+
+  it('gives each hit the snippet of its own text', () => {
+    publish([
+      { id: 'rec-a', title: 'Alpha lantern', body: 'first body mentions lantern once.' },
+      { id: 'rec-b', title: 'Beta', body: 'second body: a lantern here too.' },
+    ]);
+    const hits = reader().search(OP, { query: 'lantern' }).results;
+    const byId = Object.fromEntries(hits.map((h) => [h.id, h.snippet]));
+    expect(byId['rec-a']).toBe('first body mentions **lantern** once.');
+    expect(byId['rec-b']).toBe('second body: a **lantern** here too.');
+  });
+
+  it('injection attempts are searched as words: no FTS5 syntax errors, no widened matches', () => {
+    publish([
+      { id: 'rec-t', title: 'Title x', body: 'or so' },
+      { id: 'rec-o', title: 'Other', body: 'anything at all' },
+    ]);
+    const s = reader();
+    const ids = (query: string) => s.search(OP, { query }).results.map((h) => h.id);
+    // None of these is an FTS5 syntax error (they would be, passed raw to MATCH).
+    for (const q of ['"', '"unbalanced', 'a) OR (b', 'NEAR(title x, 2)', "'; DROP TABLE records; --", '^x', 'x*']) {
+      expect(() => s.search(OP, { query: q }), q).not.toThrow();
+    }
+    // `title:x OR *` as words: "title x" and "or" — only the record that has them (raw: a column filter OR everything).
+    expect(ids('title:x OR *')).toEqual(['rec-t']);
+    // A raw OR would match both records; quoted, "or" is a word every match must contain.
+    expect(ids('anything OR title')).toEqual([]);
+    // A raw NOT would match rec-t; as words, nothing has "and", "not" and "y".
+    expect(ids('x AND NOT y')).toEqual([]);
+    // Column filters are words too: {title}: x needs "title" and "x".
+    expect(ids('{body}: x')).toEqual([]);
+    expect(ids('{title}: x')).toEqual(['rec-t']);
+    // A prefix star is punctuation, not a wildcard: "oth*" is the word "oth".
+    expect(ids('oth*')).toEqual([]);
+    expect(ids('*')).toEqual([]);
+    expect(ids('NEAR(title x, 2)')).toEqual([]);
+    expect(s.listRecords(OP).total).toBe(2);
+  });
+
+  it('rejects over-long queries and bad filters with E_VALIDATION', () => {
+    publish([{ title: 'Anything' }]);
+    const s = reader();
+    expect(errorCode(() => s.search(OP, { query: 'x'.repeat(501) }))).toBe('E_VALIDATION');
+    expect(errorCode(() => s.search(OP, { query: 'x', limit: 51 }))).toBe('E_VALIDATION');
+    expect(errorCode(() => s.search(OP, { query: 'x', kind: 'note' as never }))).toBe('E_VALIDATION');
+    expect(errorCode(() => s.search(OP, { query: 'x', updatedAfter: 'last week' }))).toBe('E_VALIDATION');
+    expect(errorCode(() => s.listRecords(OP, { limit: 0 }))).toBe('E_VALIDATION');
+  });
+
+  it('filters by kind, tag, lifecycle and updated date', () => {
+    writeFileSync(join(sb.dir, 'ev.txt'), 'source text\n');
+    publish([
+      { id: 'rec-p', title: 'Deploy page', body: 'deploy steps', extra: 'tags: [ops, deploy]' },
+      { id: 'rec-c', kind: 'claim', title: 'Deploy claim', body: 'deploy fact', extra: 'claim_kind: fact\ntags: [ops]\nlifecycle: superseded' },
+    ], ['--evidence', 'ev.txt']);
+    const s = reader();
+    const ids = (q: Parameters<KnowledgeService['search']>[1]) => s.search(OP, q).results.map((r) => r.id).sort();
+    expect(ids({ query: 'deploy' })).toEqual(['rec-c', 'rec-p']);
+    expect(ids({ query: 'deploy', kind: 'claim' })).toEqual(['rec-c']);
+    expect(ids({ query: 'deploy', tag: 'deploy' })).toEqual(['rec-p']);
+    expect(ids({ query: 'deploy', tag: 'dep' })).toEqual([]);
+    expect(ids({ query: 'deploy', lifecycle: 'superseded' })).toEqual(['rec-c']);
+    expect(ids({ query: 'deploy', updatedAfter: '2000-01-01' })).toEqual(['rec-c', 'rec-p']);
+    expect(ids({ query: 'deploy', updatedBefore: '2000-01-01' })).toEqual([]);
+    expect(ids({ query: 'deploy', updatedAfter: '2999-01-01T00:00:00Z' })).toEqual([]);
+    expect(s.listRecords(OP, { tag: 'ops', kind: 'page' }).records.map((r) => r.id)).toEqual(['rec-p']);
+  });
+
+  it('pages with nextOffset until every match was returned exactly once', () => {
+    publish(Array.from({ length: 25 }, (_, i) => ({ id: `rec-${String(i).padStart(2, '0')}`, title: `Paged ${i}`, body: `common word ${i}` })));
+    const s = reader();
+    const seen: string[] = [];
+    let offset: number | null = 0;
+    const offsets: number[] = [];
+    while (offset !== null) {
+      offsets.push(offset);
+      const page = s.search(OP, { query: 'common', limit: 10, offset });
+      expect(page.total).toBe(25);
+      seen.push(...page.results.map((r) => r.id));
+      offset = page.nextOffset;
+    }
+    expect(offsets).toEqual([0, 10, 20]);
+    expect(new Set(seen).size).toBe(25);
+    expect(s.search(OP, { query: 'common', offset: 25 })).toEqual({ results: [], total: 25, nextOffset: null });
+
+    const listed: string[] = [];
+    let lo: number | null = 0;
+    while (lo !== null) {
+      const page = s.listRecords(OP, { limit: 7, offset: lo });
+      listed.push(...page.records.map((r) => r.id));
+      lo = page.nextOffset;
+    }
+    expect(listed).toHaveLength(25);
+    expect(new Set(listed).size).toBe(25);
+    // Stable order: equal updated_at (one publication) falls back to id.
+    expect(listed).toEqual([...listed].sort());
+  });
+
+  it('the inventory lists records that have no searchable words', () => {
+    publish([{ id: 'rec-punct', title: '???', body: '...' }]);
+    const s = reader();
+    expect(s.listRecords(OP).records.map((r) => r.id)).toEqual(['rec-punct']);
+    expect(s.search(OP, { query: '???' }).total).toBe(0);
+    expect(s.lookup(OP, '???')).toMatchObject({ status: 'found', record: { id: 'rec-punct' } });
+  });
+});
+
+describe('[READ-1] reading one record', () => {
+  it('returns frontmatter, body, file text, evidence with its descriptor, links and backlinks', () => {
+    writeFileSync(join(sb.dir, 'notes.txt'), 'measured at sea level\n');
+    publish([{ id: 'rec-base', title: 'Base page', body: 'base' }]);
+    const claim = publish([{
+      id: 'rec-claim', kind: 'claim', title: 'Water boils at 100 C',
+      extra: 'claim_kind: fact\ndependencies: [rec-base]\nx-custom: kept', body: 'See [[rec-base|the base]] and [[rec-missing]].',
+    }], ['--evidence', 'notes.txt']);
+    publish([{ id: 'rec-rel', kind: 'relationship', title: 'Claim supports base', extra: 'relationship_type: supports\nfrom: rec-claim\nto: rec-base' }], ['--evidence', 'notes.txt']);
+    const s = reader();
+    const v = s.readRecord(OP, 'rec-claim');
+    expect(v.record).toMatchObject({ id: 'rec-claim', kind: 'claim', revision: 1, onDisk: 'same', body: 'See [[rec-base|the base]] and [[rec-missing]].\n' });
+    expect(v.record.meta).toMatchObject({ claim_kind: 'fact', dependencies: ['rec-base'] });
+    expect(v.record.text).toContain('x-custom: kept');
+    expect(v.evidence).toHaveLength(1);
+    expect(v.evidence[0]).toMatchObject({ known: true, size: 22, inHistory: true, mediaType: expect.stringContaining('text/plain'), citation: { source: v.evidence[0]!.sourceId } });
+    expect(v.links).toEqual(['rec-base', 'rec-missing']);
+    expect(v.backlinks.map((b) => b.id)).toEqual(['rec-rel']);
+    const base = s.readRecord(OP, 'rec-base');
+    expect(base.backlinks.map((b) => b.id).sort()).toEqual(['rec-claim', 'rec-rel']);
+    expect(base.backlinksTotal).toBe(2);
+
+    // Edited outside Knowledge: the index still describes the published version; the text is what is on disk.
+    appendFileSync(join(vault, claim.records[0]!.path), 'edited by hand\n');
+    const changed = s.readRecord(OP, 'rec-claim');
+    expect(changed.record.onDisk).toBe('changed');
+    expect(changed.record.text).toContain('edited by hand');
+    expect(changed.record.body).not.toContain('edited by hand');
+    expect(errorCode(() => s.readRecord(OP, 'rec-nope'))).toBe('E_NOT_FOUND');
+  });
+
+  it('never follows a record file replaced by a symbolic link out of the vault', () => {
+    const r = publish([{ id: 'rec-link', title: 'Linked away', body: 'indexed body' }]);
+    const abs = join(vault, r.records[0]!.path);
+    writeFileSync(join(sb.dir, 'outside.txt'), 'secret outside the vault\n');
+    rmSync(abs);
+    symlinkSync(join(sb.dir, 'outside.txt'), abs);
+    const v = reader().readRecord(OP, 'rec-link');
+    expect(v.record.onDisk).toBe('missing');
+    expect(v.record.text).toBeNull();
+    expect(v.record.body).toBe('indexed body\n');
+  });
+});
+
+describe('[READ-2] history from the vault\'s Git history', () => {
+  function threeRevisions() {
+    const r1 = publish([{ id: 'rec-h', title: 'Evolving', body: 'first body' }]);
+    const r2 = publish([{ id: 'rec-h', title: 'Evolving', body: 'second body', extra: 'revision: 1' }], ['--actor', 'agent']);
+    const r3 = publish([{ id: 'rec-h', title: 'Evolving', body: 'third body', extra: 'revision: 2\nlifecycle: superseded' }]);
+    return [r1, r2, r3];
+  }
+
+  it('lists every committed version newest first, with actor labels, revisions and publication ids', async () => {
+    const [r1, r2, r3] = threeRevisions();
+    publish([{ title: 'Unrelated' }]); // another record's commit is not a version of this one
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.git.state).toBe('ready');
+    expect(h.queued).toBe(0);
+    expect(h.versions.map((v) => [v.commit, v.actor, v.revision, v.publicationId])).toEqual([
+      [r3!.git.commit, 'operator', 3, r3!.publicationId],
+      [r2!.git.commit, 'agent', 2, r2!.publicationId],
+      [r1!.git.commit, 'operator', 1, r1!.publicationId],
+    ]);
+    expect(h.versions[0]!.parent).toBe(r2!.git.commit);
+    expect(h.versions[0]!.date).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect(h.versions[0]!.subject).toContain('Evolving');
+  });
+
+  it('diffs revision 1 against revision 3', async () => {
+    const [r1, , r3] = threeRevisions();
+    const d = await reader().recordDiff(OP, 'rec-h', r1!.git.commit!, r3!.git.commit!);
+    expect(d.path).toBe(r1!.records[0]!.path);
+    expect(d.patch).toContain(`--- a/${d.path}`);
+    expect(d.patch).toContain('-first body');
+    expect(d.patch).toContain('+third body');
+    expect(d.patch).toContain('-revision: 1');
+    expect(d.patch).toContain('+revision: 3');
+    expect(d.patch).toContain('+lifecycle: superseded');
+    expect(d.patch).not.toContain('second body');
+    const same = await reader().recordDiff(OP, 'rec-h', r3!.git.commit!, r3!.git.commit!);
+    expect(same.patch).toBe('');
+  });
+
+  it('refuses revision expressions, abbreviations and commits that are not versions of the record', async () => {
+    const [r1] = threeRevisions();
+    const other = publish([{ title: 'Other' }]);
+    const s = reader();
+    for (const bad of ['HEAD', 'main', r1!.git.commit!.slice(0, 12), `${r1!.git.commit}^`, '--output=/tmp/x']) {
+      expect(await asyncErrorCode(() => s.recordDiff(OP, 'rec-h', bad, r1!.git.commit!)), bad).toBe('E_VALIDATION');
+    }
+    expect(await asyncErrorCode(() => s.recordDiff(OP, 'rec-h', other.git.commit!, r1!.git.commit!))).toBe('E_VALIDATION');
+  });
+
+  it('labels a user\'s own commit unknown and follows a rename to the current path', async () => {
+    const [, , r3] = threeRevisions();
+    const oldPath = r3!.records[0]!.path;
+    const newPath = oldPath.replace('evolving.md', 'renamed.md');
+    userGit(sb, vault, ['mv', oldPath, newPath]);
+    userGit(sb, vault, ['commit', '-q', '-m', 'Rename by hand']);
+    // What a scan records for a rename: the index follows the file (done directly here).
+    const db = new Database(join(store, 'state.sqlite'));
+    db.prepare('UPDATE records SET path = ? WHERE id = ?').run(newPath, 'rec-h');
+    db.close();
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.path).toBe(newPath);
+    expect(h.versions.map((v) => [v.actor, v.revision, v.path])).toEqual([
+      ['unknown', 3, newPath],
+      ['operator', 3, oldPath],
+      ['agent', 2, oldPath],
+      ['operator', 1, oldPath],
+    ]);
+    const d = await reader().recordDiff(OP, 'rec-h', h.versions[3]!.commit, h.versions[0]!.commit);
+    expect(d.patch).toContain(`rename to ${newPath}`);
+  });
+
+  it('is empty, not an error, before the repository exists; queued versions are counted', async () => {
+    // Git cannot run: the publication is accepted and its checkpoint waits [GIT-14].
+    writeFileSync(join(sb.dir, 'q.md'), recordText({ id: 'rec-q', title: 'Queued' }));
+    const r = cli(sb, ['publish', '--store', 'st', '--json', 'q.md'], { env: { KNOWLEDGE_GIT: join(sb.dir, 'no-such-git') } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).git.state).toBe('unavailable');
+    const h = await reader().recordHistory(OP, 'rec-q');
+    expect(h).toMatchObject({ versions: [], queued: 1, git: { state: 'absent' } });
+  });
+
+  it('reports a Git that cannot run as unavailable, with no versions, instead of failing', async () => {
+    threeRevisions();
+    const h = await reader({ gitPath: join(sb.dir, 'no-such-git') }).recordHistory(OP, 'rec-h');
+    expect(h.versions).toEqual([]);
+    expect(h.git.state).toBe('unavailable');
+  });
+
+  it('reports a damaged repository as pending, with no versions', async () => {
+    threeRevisions();
+    // HEAD now names a ref file with garbage in it.
+    writeFileSync(join(vault, '.git', 'refs', 'heads', 'main'), 'garbage\n');
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions).toEqual([]);
+    expect(h.git.state).toBe('pending');
+  });
+});
+
+describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
+  it('prints history and a diff as JSON and text, and fails with E_NOT_FOUND for unknown ids', () => {
+    const a = publish([{ id: 'rec-cli', title: 'CLI page', body: 'one' }]);
+    const b = publish([{ id: 'rec-cli', title: 'CLI page', body: 'two', extra: 'revision: 1' }], ['--actor', 'agent']);
+    const h = cli(sb, ['history', '--store', 'st', 'rec-cli', '--json']);
+    expect(h.code, h.stderr).toBe(0);
+    const hist = JSON.parse(h.stdout);
+    expect(hist.versions.map((v: { commit: string; actor: string }) => [v.commit, v.actor])).toEqual([[b.git.commit, 'agent'], [a.git.commit, 'operator']]);
+    const text = cli(sb, ['history', '--store', 'st', 'rec-cli']);
+    expect(text.stdout).toContain('agent');
+    const d = cli(sb, ['history', '--store', 'st', 'rec-cli', '--from', a.git.commit!, '--to', b.git.commit!]);
+    expect(d.code, d.stderr).toBe(0);
+    expect(d.stdout).toContain('+two');
+    expect(cli(sb, ['history', '--store', 'st', 'rec-cli', '--from', a.git.commit!]).code).toBe(2);
+    const missing = cli(sb, ['history', '--store', 'st', 'rec-none']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^E_NOT_FOUND: /);
+  });
+
+  it('show, search, lookup and list print values with --json and text without', () => {
+    publish([{ id: 'rec-s', title: 'Searchable page', body: 'needle in a haystack', extra: 'aliases: [Pin]' }]);
+    const json = (args: string[]) => {
+      const r = cli(sb, [...args, '--store', 'st', '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout);
+    };
+    expect(json(['show', 'rec-s']).record).toMatchObject({ id: 'rec-s', onDisk: 'same' });
+    expect(json(['search', 'needle', 'haystack'])).toMatchObject({ total: 1, nextOffset: null, results: [{ id: 'rec-s' }] });
+    expect(cli(sb, ['search', '--store', 'st', 'needle']).stdout).toContain('**needle**');
+    expect(json(['lookup', 'pin'])).toMatchObject({ status: 'found', record: { id: 'rec-s' } });
+    expect(json(['list', '--limit', '5'])).toMatchObject({ total: 1, records: [{ id: 'rec-s' }] });
+    const tooLong = cli(sb, ['search', '--store', 'st', 'x'.repeat(501)]);
+    expect(tooLong.code).toBe(1);
+    expect(tooLong.stderr).toMatch(/^E_VALIDATION: /);
+    expect(cli(sb, ['search', '--store', 'st']).code).toBe(2);
+  });
+});
