@@ -1,0 +1,140 @@
+// Scan benchmark [SCAN-4, GIT-8] (issue 4 goals, side by side in one run):
+//   - rescan of an unchanged vault vs `git status` on the same vault: <= 1.0x
+//   - first baseline vs `git add -A && git commit` of the same files: <= 1.0x
+//   - peak RSS of the Knowledge process during the baseline: <= 256 MiB
+//
+// The vault is N record files written by hand (fs.writeFileSync, as an
+// editor or a script would), 1000 per folder, each a complete
+// knowledge-record-v1 page of ~0.6 KB. Everything runs as real processes:
+// `knowledge scan` (bin/knowledge.js, from dist/) and the user's `git`, with
+// a clean git environment. The git baseline uses a separate git dir over the
+// same work tree, so both read exactly the same files with the same warm
+// page cache. Git status is measured on the vault's own repository (the one
+// Knowledge's baseline created) after one untimed warm-up run, which lets
+// git fill in the index's stat data.
+//   node bench/scan.mjs [files=100000] [--keep]
+import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { tempDir, cleanup, userGitEnv, machine } from './lib.mjs';
+
+const { initStore } = await import('../dist/store/store.js');
+const { KnowledgeService } = await import('../dist/service.js');
+
+const KEEP = process.argv.includes('--keep');
+const N = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 100_000);
+const RUNS = 5;
+const cliPath = new URL('../bin/knowledge.js', import.meta.url).pathname;
+
+const dir = tempDir('kn-bench-scan-');
+const home = join(dir, 'home');
+mkdirSync(home);
+const env = { ...userGitEnv(home), KNOWLEDGE_HOME: join(home, '.knowledge') };
+const store = join(dir, 'st');
+initStore(store, { env });
+const vault = join(store, 'vault');
+
+function page(i) {
+  const day = String((i % 28) + 1).padStart(2, '0');
+  return `---
+format: knowledge-record-v1
+id: rec-bench-${i}
+revision: 1
+scope: private
+recorded_at: "2026-01-${day}T10:00:00.000Z"
+updated_at: "2026-01-${day}T10:00:00.000Z"
+lifecycle: active
+kind: page
+title: "Bench page ${i}: notes on topic ${i % 97}"
+tags: [ bench, topic-${i % 97} ]
+aliases:
+  - bench-${i}
+---
+# Bench page ${i}
+
+Notes written by hand for the scan benchmark. Topic ${i % 97}, item ${i}.
+Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod
+tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam,
+quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo.
+
+- see also [[rec-bench-${(i + 1) % N}]]
+`;
+}
+
+function timed(cmd, args, opts = {}) {
+  const t0 = performance.now();
+  const r = spawnSync(cmd, args, { env, maxBuffer: 1 << 30, ...opts });
+  const msTaken = performance.now() - t0;
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  return { ms: msTaken, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** `knowledge scan`, printing the process's own peak RSS (KiB) on stderr at exit. */
+function knowledgeScan() {
+  const boot = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));` +
+    `process.argv.splice(1, 0, ${JSON.stringify(cliPath)});` +
+    `import(${JSON.stringify(new URL('../dist/cli/main.js', import.meta.url).href)}).then((m) => m.main(['scan', '--store', ${JSON.stringify(store)}, '--json'])).then((c) => { process.exitCode = c; });`;
+  const r = timed(process.execPath, ['--input-type=module', '-e', boot]);
+  const receipt = JSON.parse(r.stdout.toString());
+  const rss = Number(/maxrss (\d+)/.exec(r.stderr.toString())?.[1] ?? NaN);
+  return { ms: r.ms, receipt, rssMiB: rss / 1024 };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const s = (msTaken) => `${(msTaken / 1000).toFixed(2)} s`;
+
+console.log(`# scan benchmark — ${new Date().toISOString()} — ${machine()}`);
+let t0 = performance.now();
+for (let i = 0; i < N; i++) {
+  const d = join(vault, 'private', 'pages', `d${Math.floor(i / 1000)}`);
+  if (i % 1000 === 0) mkdirSync(d, { recursive: true });
+  writeFileSync(join(d, `page-${i}.md`), page(i));
+}
+console.log(`generated ${N} record files in ${s(performance.now() - t0)} (${dir})`);
+
+// Baselines, side by side.
+const cmpGit = join(dir, 'cmp.git');
+const g = (args) => ['--git-dir', cmpGit, '--work-tree', vault, ...args];
+timed('git', ['init', '-q', '--bare', cmpGit]);
+timed('git', ['--git-dir', cmpGit, 'config', 'core.bare', 'false']);
+const gitBase = timed('sh', ['-c', `git ${g(['add', '-A']).join(' ')} && git ${g(['commit', '-q', '-m', 'baseline']).join(' ')}`]);
+const kBase = knowledgeScan();
+if (!kBase.receipt.baseline || kBase.receipt.added.length !== N || kBase.receipt.git?.state !== 'committed') {
+  throw new Error(`unexpected baseline receipt: ${JSON.stringify({ ...kBase.receipt, added: kBase.receipt.added.length })}`);
+}
+console.log(`baseline: knowledge scan ${s(kBase.ms)} (peak RSS ${kBase.rssMiB.toFixed(0)} MiB, ${kBase.receipt.diagnostics.length} diagnostics) vs git add -A && git commit ${s(gitBase.ms)}: ${(kBase.ms / gitBase.ms).toFixed(2)}x (goal <= 1.0x; RSS goal <= 256 MiB)`);
+
+// Unchanged rescans vs git status on the vault's own repository.
+timed('git', ['status', '--porcelain'], { cwd: vault }); // warm-up: refreshes the stat data Knowledge's index update leaves empty
+const gitStatus = [];
+const kScan = [];
+let hashed = 0;
+for (let i = 0; i < RUNS; i++) {
+  gitStatus.push(timed('git', ['status', '--porcelain'], { cwd: vault }).ms);
+  const r = knowledgeScan();
+  if (r.receipt.git !== null || r.receipt.unchanged !== N) throw new Error(`rescan found changes: ${JSON.stringify({ ...r.receipt, added: r.receipt.added.length })}`);
+  hashed = Math.max(hashed, r.receipt.hashed);
+  kScan.push(r.ms);
+}
+console.log(`rescan of an unchanged vault: knowledge scan median ${s(median(kScan))} (files read: ${hashed}) vs git status median ${s(median(gitStatus))}: ${(median(kScan) / median(gitStatus)).toFixed(2)}x (goal <= 1.0x) [${RUNS} runs each, alternating]`);
+
+// In process, as the Gateway runs it on a request: the service is already open, no process start.
+const svc = KnowledgeService.open(store, { write: true, env, git: { pathEnv: env.PATH } });
+const inProc = [];
+for (let i = 0; i < RUNS; i++) {
+  const t = performance.now();
+  const r = await svc.scan({ caller: { kind: 'operator' } });
+  inProc.push(performance.now() - t);
+  if (r.git !== null) throw new Error('in-process rescan found changes');
+}
+svc.close();
+console.log(`rescan in process (service already open, as a Gateway request): median ${s(median(inProc))} (${(median(inProc) / median(gitStatus)).toFixed(2)}x git status)`);
+
+// One edit among N: what a scan on every request costs when something did change.
+writeFileSync(join(vault, 'private', 'pages', 'd0', 'page-1.md'), page(1) + 'One more line.\n');
+const edit = knowledgeScan();
+console.log(`rescan after one edit: knowledge scan ${s(edit.ms)} (modified ${edit.receipt.modified.length}, git ${edit.receipt.git?.state})`);
+
+if (KEEP) console.log(`kept ${dir}`);
+else cleanup(dir);

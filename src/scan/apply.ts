@@ -1,0 +1,115 @@
+/**
+ * The applying phase of a scan: one transaction that queues the checkpoint
+ * with the exact staged bytes [PUB-4, GIT-7] and brings fingerprints, the
+ * records index, diagnostics and the scan's receipt in line with it.
+ */
+import { KnowledgeError } from '../errors.js';
+import type { Store } from '../store/store.js';
+import { partitionOfPath, type PartitionId } from '../store/layout.js';
+import { enqueueBatch } from '../checkpoint/outbox.js';
+import { checkFile } from './check.js';
+import { sha256Hex } from '../records/record.js';
+import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
+import { RecordIndexer } from './reindex.js';
+import { recheckReferences } from './references.js';
+import { isMarkdownPath } from './scope.js';
+import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
+
+export interface ApplyInput {
+  scanId: string;
+  createdAt: string;
+  callerLabel: string;
+  partitions: readonly PartitionId[];
+  baselined: readonly PartitionId[];
+  plan: ScanPlan;
+  read: readonly ReadFile[];
+  /** Completed here (diagnostics) and kept with the scan when it queues a checkpoint. */
+  receipt: ScanReceipt;
+  diagnostics: (partitions: readonly string[]) => ScanDiagnostic[];
+}
+
+/** Returns the batch id, or null when there was nothing to commit. */
+export function applyScan(store: Store, a: ApplyInput): number | null {
+  const db = store.db;
+  const { plan } = a;
+  const empty = isEmptyPlan(plan);
+  const lastBatch = (db.prepare('SELECT max(batch_id) FROM batches').pluck().get() as number | null) ?? 0;
+  const checkedBatch = db.prepare('SELECT checked_batch FROM scan_partitions WHERE partition = ?').pluck();
+  // References are re-checked when records may have changed: a baseline, or a publication since the last check.
+  const stale = a.partitions.filter((p) => a.baselined.includes(p) || ((checkedBatch.get(p) as number | undefined) ?? 0) < lastBatch);
+  if (empty && a.read.length === 0 && stale.length === 0) {
+    a.receipt.diagnostics = a.diagnostics(a.partitions);
+    return null; // the cheap, common case: nothing at all changed
+  }
+
+  return db.transaction(() => {
+    let batchId: number | null = null;
+    const { write, remove } = committedPaths(plan);
+    if (!empty) {
+      batchId = enqueueBatch(db, {
+        kind: 'scan',
+        refId: a.scanId,
+        actor: 'external',
+        subject: subjectFor(plan, a.baselined),
+        createdAt: a.createdAt,
+        changes: remove.map((path) => ({ path, bytes: null })),
+      });
+      // The bytes we hashed are the bytes we commit [GIT-7]: copied from staging, never re-read.
+      const copied = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) SELECT ?, path, 0, bytes FROM scan_staging WHERE scan_id = ?')
+        .run(batchId, a.scanId).changes;
+      if (copied !== write.length) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId} staged ${copied} files but planned ${write.length}`);
+    }
+
+    // [SCAN-4] fingerprints of everything read, so the next scan need not read it.
+    const upsert = db.prepare(
+      `INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256, racy) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT(path) DO UPDATE SET partition = excluded.partition, size = excluded.size, mtime_ns = excluded.mtime_ns,
+         ino = excluded.ino, sha256 = excluded.sha256, racy = excluded.racy`,
+    );
+    for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ino, f.sha256, f.racy ? 1 : 0);
+    const forget = db.prepare('DELETE FROM vault_files WHERE path = ?');
+    for (const path of remove) forget.run(path);
+
+    // The records index and per-file diagnostics follow the committed bytes.
+    const indexer = new RecordIndexer(db, a.createdAt);
+    for (const path of remove) indexer.release(path);
+    for (const path of write) indexer.release(path);
+    // Pages in rowid order; `+scan_id` keeps SQLite on the rowid range instead of
+    // re-reading and sorting every staged row for each page.
+    // The staged bytes are checked again here (cheaper than staging the verdicts as well).
+    const page = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
+    for (let after = 0; ;) {
+      const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
+      if (rows.length === 0) break;
+      for (const r of rows) {
+        const partition = partitionOfPath(r.path) ?? '';
+        indexer.observe(r.path, partition, checkFile(r.path, partition, r.bytes, sha256Hex(r.bytes)));
+      }
+      after = rows[rows.length - 1]!.rowid;
+    }
+    indexer.finish();
+
+    // References: the whole partition when ids (or, via publications, sources) may have changed; else the edited records.
+    const wholly = indexer.idsChanged();
+    const edited = write.filter(isMarkdownPath);
+    const markScanned = db.prepare(
+      `INSERT INTO scan_partitions(partition, baseline_scan_id, baselined_at, last_scan_id, last_scan_at, checked_batch) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT(partition) DO UPDATE SET last_scan_id = excluded.last_scan_id, last_scan_at = excluded.last_scan_at,
+         checked_batch = excluded.checked_batch`,
+    );
+    for (const p of a.partitions) {
+      if (wholly || stale.includes(p)) recheckReferences(db, p);
+      else if (edited.length > 0) recheckReferences(db, p, edited.filter((path) => partitionOfPath(path) === p));
+      markScanned.run(p, a.scanId, a.createdAt, a.scanId, a.createdAt, batchId ?? lastBatch);
+    }
+
+    a.receipt.diagnostics = a.diagnostics(a.partitions);
+    if (batchId !== null) {
+      // Kept with its git state read live, so it outlives a crash before the commit [GIT-14].
+      db.prepare('INSERT INTO scans(scan_id, partition, caller, created_at, batch_id, receipt) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(a.scanId, a.receipt.partition, a.callerLabel, a.createdAt, batchId, JSON.stringify({ ...a.receipt, git: null }));
+    }
+    db.prepare('DELETE FROM scan_staging WHERE scan_id = ?').run(a.scanId);
+    return batchId;
+  }).immediate();
+}

@@ -1,0 +1,112 @@
+/**
+ * What a scan learns from the bytes of one changed file [REC-3, SCAN-2]: a
+ * valid record (its index row), a valid YAML file, or a diagnostic. Pure:
+ * bytes in, verdict out. An invalid file is still checkpointed as it is on
+ * disk; the verdict only decides the index and the diagnostics.
+ */
+import { Document, parseAllDocuments } from 'yaml';
+import { parseRecordText, validateStored, type ParsedFile } from '../records/record.js';
+import { isMarkdownPath } from './scope.js';
+import { fastParseRecord } from './frontmatter.js';
+import type { DiagnosticCode } from './types.js';
+
+/** One row of the `records` index, as the publication pipeline writes it. */
+export interface IndexRow {
+  id: string;
+  partition: string;
+  path: string;
+  kind: string;
+  title: string;
+  revision: number;
+  lifecycle: string;
+  sha256: string;
+  recorded_at: string;
+  updated_at: string;
+  aliases: string;
+  tags: string;
+  meta: string;
+  body: string;
+}
+
+export interface Finding {
+  code: DiagnosticCode;
+  reason: string;
+}
+
+export type FileCheck =
+  | { kind: 'record'; row: IndexRow; findings: Finding[] }
+  | { kind: 'yaml' }
+  | { kind: 'invalid'; finding: Finding };
+
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+// validateStored reads only `data`; the fast path has no Document to give it.
+const NO_DOCUMENT = new Document();
+
+export function checkFile(path: string, partition: string, bytes: Buffer, sha256: string): FileCheck {
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    return invalid(isMarkdownPath(path) ? 'broken-envelope' : 'broken-yaml', 'the file is not valid UTF-8');
+  }
+  return isMarkdownPath(path) ? checkRecord(path, partition, text, sha256) : checkYaml(text);
+}
+
+function invalid(code: DiagnosticCode, reason: string): FileCheck {
+  return { kind: 'invalid', finding: { code, reason } };
+}
+
+function checkRecord(path: string, partition: string, text: string, sha256: string): FileCheck {
+  let file: ParsedFile;
+  const fast = fastParseRecord(text);
+  if (fast) {
+    file = { doc: NO_DOCUMENT, data: fast.data, body: fast.body };
+  } else {
+    const parsed = parseRecordText(text);
+    if (!parsed.ok) return invalid('broken-envelope', parsed.reason);
+    file = parsed.file;
+  }
+  const v = validateStored(file);
+  if (!v.ok) return invalid('invalid-record', v.reason);
+  const m = v.meta;
+  const findings: Finding[] = [];
+  if (m.scope !== partition) {
+    findings.push({ code: 'scope-mismatch', reason: `scope is ${JSON.stringify(m.scope)} but the file is in partition ${partition}; it is indexed in ${partition}` });
+  }
+  return {
+    kind: 'record',
+    findings,
+    row: {
+      id: m.id,
+      partition,
+      path,
+      kind: m.kind,
+      title: m.title,
+      revision: m.revision,
+      lifecycle: m.lifecycle,
+      sha256,
+      recorded_at: m.recorded_at,
+      updated_at: m.updated_at,
+      aliases: JSON.stringify(m.aliases),
+      tags: JSON.stringify(m.tags),
+      meta: JSON.stringify(m),
+      body: file.body,
+    },
+  };
+}
+
+function checkYaml(text: string): FileCheck {
+  const docs = parseAllDocuments(text.startsWith('\uFEFF') ? text.slice(1) : text, {
+    version: '1.2',
+    schema: 'core',
+    uniqueKeys: true,
+    strict: true,
+    prettyErrors: false,
+  });
+  const list = Array.isArray(docs) ? docs : [];
+  for (const d of list) {
+    const e = d.errors[0];
+    if (e) return invalid('broken-yaml', `invalid YAML: ${e.message.split('\n')[0] ?? e.message}`);
+  }
+  return { kind: 'yaml' };
+}

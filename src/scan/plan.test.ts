@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { committedPaths, isEmptyPlan, isRacy, isUnchanged, knownKey, planScan } from './plan.js';
+import type { HashedFile, MissingFile } from './types.js';
+
+const h = (path: string, sha256: string, knownSha256: string | null = null, recordId: string | null = null): HashedFile => ({ path, sha256, knownSha256, recordId });
+const m = (path: string, sha256: string, recordId: string | null = null): MissingFile => ({ path, sha256, recordId });
+
+describe('isUnchanged [SCAN-4]: metadata decides, contents are not read', () => {
+  const known = knownKey(10, '1700000000123456789', '42', false);
+  const st = { path: 'private/a.md', size: 10, mtimeNs: '1700000000123456789', ino: '42' };
+  it('same size, mtime and inode is unchanged', () => expect(isUnchanged(known, st)).toBe(true));
+  it('a new file is not', () => expect(isUnchanged(undefined, st)).toBe(false));
+  it('another size is not', () => expect(isUnchanged(known, { ...st, size: 11 })).toBe(false));
+  it('another mtime is not', () => expect(isUnchanged(known, { ...st, mtimeNs: '1700000000123456790' })).toBe(false));
+  it('another inode (save by rename) is not', () => expect(isUnchanged(known, { ...st, ino: '43' })).toBe(false));
+  it('a racy entry is read again even when everything matches', () => expect(isUnchanged(knownKey(10, '1700000000123456789', '42', true), st)).toBe(false));
+});
+
+describe('isRacy: fingerprints taken in the same clock tick as an edit are not trusted', () => {
+  const now = 1_700_000_000_000_000_000n;
+  it('an mtime long before the scan is trusted', () => expect(isRacy(String(now - 10_000_000_000n), now)).toBe(false));
+  it('an mtime just before the scan is racy', () => expect(isRacy(String(now - 1_000_000n), now)).toBe(true));
+  it('an mtime after the scan started is racy', () => expect(isRacy(String(now + 5n), now)).toBe(true));
+  it('whole-second timestamps get a two-second window', () => {
+    expect(isRacy(String(now - 1_000_000_000n), now)).toBe(true);
+    expect(isRacy(String(now - 3_000_000_000n), now)).toBe(false);
+  });
+});
+
+describe('planScan [SCAN-1]: classify by path, pair the rest into renames', () => {
+  it('a path that exists before and after is an edit, however it was saved', () => {
+    const plan = planScan([h('private/a.md', 'new', 'old')], []);
+    expect(plan).toEqual({ added: [], modified: ['private/a.md'], deleted: [], renamed: [], touched: [] });
+  });
+
+  it('same bytes as recorded (touch) is only a fingerprint refresh', () => {
+    const plan = planScan([h('private/a.md', 'same', 'same')], []);
+    expect(plan.touched).toEqual(['private/a.md']);
+    expect(isEmptyPlan(plan)).toBe(true);
+  });
+
+  it('new and gone files with identical bytes are a rename, also across folders and in letter case only', () => {
+    const plan = planScan(
+      [h('private/b/moved.md', 's1'), h('private/foo.md', 's2'), h('private/brand-new.md', 's3')],
+      [m('private/a/moved.md', 's1'), m('private/Foo.md', 's2'), m('private/gone.md', 's4')],
+    );
+    expect(plan.renamed).toEqual([
+      { from: 'private/a/moved.md', to: 'private/b/moved.md' },
+      { from: 'private/Foo.md', to: 'private/foo.md' },
+    ]);
+    expect(plan.added).toEqual(['private/brand-new.md']);
+    expect(plan.deleted).toEqual(['private/gone.md']);
+  });
+
+  it('identical copies pair by file name first', () => {
+    const plan = planScan([h('private/x/one.md', 's'), h('private/x/two.md', 's')], [m('private/two.md', 's'), m('private/one.md', 's')]);
+    expect(plan.renamed).toEqual([
+      { from: 'private/one.md', to: 'private/x/one.md' },
+      { from: 'private/two.md', to: 'private/x/two.md' },
+    ]);
+  });
+
+  it('a record renamed and edited pairs by its id when the id is unambiguous', () => {
+    const plan = planScan([h('private/new-name.md', 'v2', null, 'rec-1'), h('private/other.md', 'v9', null, 'rec-2'), h('private/twin.md', 'v8', null, 'rec-2')],
+      [m('private/old-name.md', 'v1', 'rec-1'), m('private/gone.md', 'v7', 'rec-2')]);
+    expect(plan.renamed).toEqual([{ from: 'private/old-name.md', to: 'private/new-name.md' }]);
+    expect(plan.added).toEqual(['private/other.md', 'private/twin.md']);
+    expect(plan.deleted).toEqual(['private/gone.md']);
+  });
+
+  it('committedPaths writes new bytes for added, modified and rename targets and deletes the rest', () => {
+    const plan = planScan([h('private/a.md', 'n', 'o'), h('private/c.md', 'x'), h('private/d.md', 'r')], [m('private/b.md', 'r'), m('private/e.md', 'q')]);
+    expect(committedPaths(plan)).toEqual({ write: ['private/a.md', 'private/c.md', 'private/d.md'], remove: ['private/b.md', 'private/e.md'] });
+  });
+
+  it('nothing observed is an empty plan', () => {
+    expect(isEmptyPlan(planScan([], []))).toBe(true);
+  });
+});

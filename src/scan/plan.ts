@@ -1,0 +1,146 @@
+/**
+ * The pure half of a scan (STYLE habit 2): what Knowledge recorded plus what
+ * the walk observed in, a classification out. No I/O, table-tested.
+ *
+ * Classification is by path first: a path that existed before and exists
+ * now is an edit, however the editor saved it (rename over the file, delete
+ * then recreate, a new inode) [SCAN-1]. Only paths that appeared and paths
+ * that disappeared are paired into renames: first by identical content
+ * (this covers moves across folders and case-only renames), then, for
+ * records, by the record id their last and new versions claim (a rename
+ * together with an edit).
+ */
+import { partitionOfPath } from '../store/layout.js';
+import type { HashedFile, MissingFile, Rename, ScanPlan, StatEntry } from './types.js';
+
+/** Size, mtime (ns) and inode as one comparable string. */
+export function fingerprintKey(size: number, mtimeNs: string, ino: string): string {
+  return `${size}:${mtimeNs}:${ino}`;
+}
+
+/**
+ * What a scan keeps of a recorded file: its key, or '' for a racy entry,
+ * which never matches. (observe.ts builds the same string in SQL.)
+ */
+export function knownKey(size: number, mtimeNs: string, ino: string, racy: boolean): string {
+  return racy ? '' : fingerprintKey(size, mtimeNs, ino);
+}
+
+/** [SCAN-4] Same size, mtime and inode as recorded, and not racy: unchanged without reading it. */
+export function isUnchanged(known: string | undefined, st: StatEntry): boolean {
+  return known !== undefined && known !== '' && known === fingerprintKey(st.size, st.mtimeNs, st.ino);
+}
+
+/**
+ * Whether a fingerprint taken now must not be trusted next time: the file's
+ * mtime is so close to the moment of the scan that a same-size edit in the
+ * same clock tick would keep it. Filesystems with whole-second timestamps get
+ * a wider window. `nowNs` is the wall clock when the walk started.
+ */
+export function isRacy(mtimeNs: string, nowNs: bigint): boolean {
+  const m = BigInt(mtimeNs);
+  const coarse = m % 1_000_000_000n === 0n;
+  const window = coarse ? 2_000_000_000n : 100_000_000n;
+  return m >= nowNs - window;
+}
+
+function baseName(p: string): string {
+  return p.slice(p.lastIndexOf('/') + 1).toLowerCase();
+}
+
+function dirName(p: string): string {
+  return p.slice(0, Math.max(0, p.lastIndexOf('/')));
+}
+
+const byPath = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+export function planScan(hashed: readonly HashedFile[], missing: readonly MissingFile[]): ScanPlan {
+  const modified: string[] = [];
+  const touched: string[] = [];
+  const appeared: HashedFile[] = [];
+  for (const h of hashed) {
+    if (h.knownSha256 === null) appeared.push(h);
+    else if (h.knownSha256 === h.sha256) touched.push(h.path);
+    else modified.push(h.path);
+  }
+  appeared.sort((a, b) => byPath(a.path, b.path));
+  const gone = [...missing].sort((a, b) => byPath(a.path, b.path));
+
+  const renamed: Rename[] = [];
+  const pairedNew = new Set<string>();
+  const pairedOld = new Set<string>();
+
+  // 1. Identical content. Among several candidates prefer the same file name, then the same folder.
+  const goneBySha = new Map<string, MissingFile[]>();
+  for (const g of gone) {
+    const list = goneBySha.get(g.sha256);
+    if (list) list.push(g);
+    else goneBySha.set(g.sha256, [g]);
+  }
+  for (const a of appeared) {
+    const candidates = goneBySha.get(a.sha256)?.filter((g) => !pairedOld.has(g.path));
+    if (!candidates || candidates.length === 0) continue;
+    const pick =
+      candidates.find((g) => baseName(g.path) === baseName(a.path)) ??
+      candidates.find((g) => dirName(g.path) === dirName(a.path)) ??
+      candidates[0]!;
+    pairedOld.add(pick.path);
+    pairedNew.add(a.path);
+    renamed.push({ from: pick.path, to: a.path });
+  }
+
+  // 2. The same record id, when exactly one gone file and one new file claim it.
+  const count = (ids: Array<string | null>) => {
+    const m = new Map<string, number>();
+    for (const id of ids) if (id !== null) m.set(id, (m.get(id) ?? 0) + 1);
+    return m;
+  };
+  const restNew = appeared.filter((a) => !pairedNew.has(a.path));
+  const restOld = gone.filter((g) => !pairedOld.has(g.path));
+  const newIds = count(restNew.map((a) => a.recordId));
+  const oldIds = count(restOld.map((g) => g.recordId));
+  for (const a of restNew) {
+    if (a.recordId === null || newIds.get(a.recordId) !== 1 || oldIds.get(a.recordId) !== 1) continue;
+    const g = restOld.find((x) => x.recordId === a.recordId)!;
+    pairedOld.add(g.path);
+    pairedNew.add(a.path);
+    renamed.push({ from: g.path, to: a.path });
+  }
+
+  renamed.sort((a, b) => byPath(a.to, b.to));
+  return {
+    added: appeared.filter((a) => !pairedNew.has(a.path)).map((a) => a.path),
+    modified: modified.sort(byPath),
+    deleted: gone.filter((g) => !pairedOld.has(g.path)).map((g) => g.path),
+    renamed,
+    touched: touched.sort(byPath),
+  };
+}
+
+/** Exactly the changes the scan's checkpoint commits: new bytes for added, modified and renamed-to; deletions for the rest. */
+export function committedPaths(plan: ScanPlan): { write: string[]; remove: string[] } {
+  return {
+    write: [...plan.added, ...plan.modified, ...plan.renamed.map((r) => r.to)].sort(byPath),
+    remove: [...plan.deleted, ...plan.renamed.map((r) => r.from)].sort(byPath),
+  };
+}
+
+export function isEmptyPlan(plan: ScanPlan): boolean {
+  return plan.added.length + plan.modified.length + plan.deleted.length + plan.renamed.length === 0;
+}
+
+/** The checkpoint's commit subject: a baseline, or the counts of outside edits per partition. */
+export function subjectFor(plan: ScanPlan, baselined: readonly string[]): string {
+  const parts: string[] = [];
+  if (plan.added.length) parts.push(`${plan.added.length} added`);
+  if (plan.modified.length) parts.push(`${plan.modified.length} modified`);
+  if (plan.renamed.length) parts.push(`${plan.renamed.length} renamed`);
+  if (plan.deleted.length) parts.push(`${plan.deleted.length} deleted`);
+  const touched = new Set<string>();
+  for (const p of [...plan.added, ...plan.modified, ...plan.deleted, ...plan.renamed.flatMap((r) => [r.from, r.to])]) {
+    touched.add(partitionOfPath(p) ?? 'vault');
+  }
+  const where = [...touched].sort().join(', ');
+  if (baselined.length > 0 && [...touched].every((p) => baselined.includes(p))) return `Baseline of ${where}: ${parts.join(', ')}`;
+  return `External edits in ${where}: ${parts.join(', ')}`;
+}

@@ -1,0 +1,122 @@
+/**
+ * Read one file the way a scan must [SCAN-1]: never follow a symlink, never
+ * open a FIFO, and never record bytes that were changing underneath us.
+ *
+ * An editor's save-by-rename replaces the inode while we read; a
+ * delete-then-recreate leaves the name missing for a moment; a file can be
+ * growing. So: open with O_NOFOLLOW|O_NONBLOCK, fstat, read to EOF, fstat
+ * again, then lstat the name: all must describe the same inode, size and
+ * mtime, else wait briefly and try again. A name that stays missing is
+ * "vanished" (the caller decides whether that is a deletion); one that keeps
+ * changing is "unstable" and is left for the next scan.
+ */
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type BigIntStats } from 'node:fs';
+import { createHash } from 'node:crypto';
+
+export type ReadOutcome =
+  | { kind: 'ok'; bytes: Buffer; sha256: string; size: number; mtimeNs: string; ino: string }
+  | { kind: 'vanished' }
+  | { kind: 'symlink' }
+  | { kind: 'special' }
+  | { kind: 'unreadable'; reason: string }
+  | { kind: 'unstable'; reason: string };
+
+/** Waits between attempts, in ms. */
+const BACKOFF_MS = [5, 20, 50, 100];
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+
+const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+export function sleepSync(ms: number): void {
+  Atomics.wait(sleepCell, 0, 0, ms);
+}
+
+function same(a: BigIntStats, b: BigIntStats): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.dev === b.dev;
+}
+
+// One scratch buffer for every read: each result is copied out at its exact
+// size, so a 100k-file scan does not leave 100k oversized buffers to the GC.
+let scratch = Buffer.allocUnsafe(256 * 1024);
+
+/** Read from `fd` to EOF; a copy of exactly the bytes read. */
+function readAll(fd: number): Buffer {
+  let len = 0;
+  for (;;) {
+    if (len === scratch.length) {
+      const bigger = Buffer.allocUnsafe(scratch.length * 2);
+      scratch.copy(bigger, 0, 0, len);
+      scratch = bigger;
+    }
+    const n = readSync(fd, scratch, len, scratch.length - len, null);
+    if (n === 0) break;
+    len += n;
+  }
+  const out = Buffer.from(scratch.subarray(0, len));
+  if (scratch.length > 4 * 1024 * 1024) scratch = Buffer.allocUnsafe(256 * 1024); // do not keep a huge file's buffer
+  return out;
+}
+
+export function readStable(abs: string): ReadOutcome {
+  let lastReason = 'it kept changing while it was read';
+  for (let attempt = 0; attempt <= BACKOFF_MS.length; attempt++) {
+    if (attempt > 0) sleepSync(BACKOFF_MS[attempt - 1]!);
+    let fd: number;
+    try {
+      fd = openSync(abs, OPEN_FLAGS);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') continue; // maybe mid-save: look again
+      if (code === 'ELOOP') return { kind: 'symlink' };
+      if (code === 'EACCES' || code === 'EPERM') return { kind: 'unreadable', reason: `permission denied (${code})` };
+      return { kind: 'unreadable', reason: (err as Error).message };
+    }
+    let before: BigIntStats;
+    let after: BigIntStats;
+    let bytes: Buffer;
+    try {
+      before = fstatSync(fd, { bigint: true });
+      if (!before.isFile()) return { kind: 'special' };
+      // To EOF, not to the stat size: a growing file must show as changed.
+      bytes = readAll(fd);
+      after = fstatSync(fd, { bigint: true });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EISDIR') return { kind: 'special' };
+      lastReason = (err as Error).message;
+      continue;
+    } finally {
+      closeSync(fd);
+    }
+    if (!same(before, after) || BigInt(bytes.length) !== after.size) {
+      lastReason = 'it was being written while it was read';
+      continue;
+    }
+    let named: BigIntStats | undefined;
+    try {
+      named = lstatSync(abs, { bigint: true, throwIfNoEntry: false });
+    } catch (err) {
+      lastReason = (err as Error).message;
+      continue;
+    }
+    if (!named) continue; // removed right after we read it: look again
+    if (!same(named, after)) {
+      lastReason = 'it was replaced while it was read';
+      continue;
+    }
+    return {
+      kind: 'ok',
+      bytes,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+      size: bytes.length,
+      mtimeNs: after.mtimeNs.toString(),
+      ino: after.ino.toString(),
+    };
+  }
+  // Missing on every attempt, or changing on every attempt.
+  try {
+    if (!lstatSync(abs, { throwIfNoEntry: false })) return { kind: 'vanished' };
+  } catch {
+    return { kind: 'vanished' };
+  }
+  return { kind: 'unstable', reason: lastReason };
+}

@@ -1,0 +1,63 @@
+/**
+ * Invalid references [REC-3, SCAN-2]: a dependency naming no record, a
+ * relationship endpoint naming no record of its partition, an evidence
+ * citation naming no source of its partition. Recomputed from the index
+ * (records written by publications included) and stored as diagnostics, so
+ * an unchanged rescan need not repeat it: for a whole partition when the set
+ * of record ids or sources may have changed, else only for the records whose
+ * files changed.
+ */
+import type { DB } from '../store/db.js';
+
+interface BadRef { path: string; field: string; target: string | null; parked: number }
+
+// The instr() filters skip the JSON work for the many records with no references.
+const BAD_REFS_SQL = `
+  WITH r AS (SELECT path, partition, kind, meta FROM records WHERE partition = @p AND (@paths IS NULL OR path IN (SELECT value FROM json_each(@paths))))
+  SELECT r.path AS path, 'dependency' AS field, j.value AS target,
+         EXISTS (SELECT 1 FROM scan_duplicate_rows d WHERE d.id = j.value) AS parked
+    FROM r, json_each(r.meta, '$.dependencies') j
+   WHERE instr(r.meta, '"dependencies":[]') = 0
+     AND NOT EXISTS (SELECT 1 FROM records t WHERE t.id = j.value)
+  UNION ALL
+  SELECT r.path, 'from', json_extract(r.meta, '$.from'), EXISTS (SELECT 1 FROM scan_duplicate_rows d WHERE d.id = json_extract(r.meta, '$.from'))
+    FROM r
+   WHERE r.kind = 'relationship'
+     AND NOT EXISTS (SELECT 1 FROM records t WHERE t.id = json_extract(r.meta, '$.from') AND t.partition = r.partition)
+  UNION ALL
+  SELECT r.path, 'to', json_extract(r.meta, '$.to'), EXISTS (SELECT 1 FROM scan_duplicate_rows d WHERE d.id = json_extract(r.meta, '$.to'))
+    FROM r
+   WHERE r.kind = 'relationship'
+     AND NOT EXISTS (SELECT 1 FROM records t WHERE t.id = json_extract(r.meta, '$.to') AND t.partition = r.partition)
+  UNION ALL
+  SELECT r.path, 'evidence', json_extract(j.value, '$.source'), 0
+    FROM r, json_each(r.meta, '$.evidence') j
+   WHERE instr(r.meta, '"evidence":[]') = 0
+     AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.partition = r.partition AND s.source_id = json_extract(j.value, '$.source'))
+  ORDER BY 1, 2, 3`;
+
+/** Re-check a partition's references, or only those of the records at `paths`. Returns how many files have bad ones. */
+export function recheckReferences(db: DB, partition: string, paths?: readonly string[]): number {
+  if (paths === undefined) {
+    db.prepare("DELETE FROM scan_diagnostics WHERE partition = ? AND code = 'invalid-reference'").run(partition);
+  } else {
+    const del = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'invalid-reference'");
+    for (const path of paths) del.run(path);
+  }
+  const rows = db.prepare(BAD_REFS_SQL).all({ p: partition, paths: paths === undefined ? null : JSON.stringify(paths) }) as BadRef[];
+  const byPath = new Map<string, string[]>();
+  for (const r of rows) {
+    const what = r.field === 'evidence' ? `evidence source ${r.target}` : `${r.field} ${r.target}`;
+    const why = r.field === 'evidence'
+      ? 'is not a source of this partition'
+      : r.parked
+        ? 'is claimed by more than one file'
+        : r.field === 'dependency' ? 'is not a record' : 'is not a record of this partition';
+    const list = byPath.get(r.path) ?? [];
+    list.push(`${what} ${why}`);
+    byPath.set(r.path, list);
+  }
+  const ins = db.prepare("INSERT OR REPLACE INTO scan_diagnostics(path, partition, code, reason) VALUES (?, ?, 'invalid-reference', ?)");
+  for (const [path, reasons] of byPath) ins.run(path, partition, reasons.join('; '));
+  return byPath.size;
+}

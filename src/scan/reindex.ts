@@ -1,0 +1,134 @@
+/**
+ * Keep the records index a function of the files on disk [REC-2, REC-3],
+ * inside the scan's applying transaction.
+ *
+ * Each record file "claims" its id. One claim: the row is in `records`. Two
+ * or more: every claiming file is listed in `duplicate_record_ids` (the read
+ * side's view) and its row is parked in `scan_duplicate_rows`, and `records`
+ * holds none of them, so exact lookup finds no record for that id. When
+ * claims drop back to one, the remaining row returns to `records`.
+ *
+ * Invalid files leave the index and get a diagnostic; their bytes are still
+ * checkpointed by the caller [SCAN-2].
+ */
+import type { DB } from '../store/db.js';
+import type { FileCheck, IndexRow } from './check.js';
+
+const RECORD_COLUMNS = 'id, partition, path, kind, title, revision, lifecycle, sha256, recorded_at, updated_at, aliases, tags, meta, body';
+
+export class RecordIndexer {
+  private readonly affected = new Set<string>();
+  private readonly released = new Set<string>();
+  private readonly claimed = new Set<string>();
+  private moved = false;
+  private readonly s;
+
+  constructor(private readonly db: DB, private readonly now: string) {
+    this.s = {
+      recByPath: db.prepare('SELECT id FROM records WHERE path = ?').pluck(),
+      delRecByPath: db.prepare('DELETE FROM records WHERE path = ?'),
+      dupByPath: db.prepare('SELECT id FROM scan_duplicate_rows WHERE path = ?').pluck(),
+      delDupRow: db.prepare('DELETE FROM scan_duplicate_rows WHERE path = ?'),
+      delDupView: db.prepare('DELETE FROM duplicate_record_ids WHERE path = ?'),
+      delDiags: db.prepare('DELETE FROM scan_diagnostics WHERE path = ?'),
+      insDiag: db.prepare('INSERT OR REPLACE INTO scan_diagnostics(path, partition, code, reason) VALUES (?, ?, ?, ?)'),
+      recById: db.prepare(`SELECT ${RECORD_COLUMNS} FROM records WHERE id = ?`),
+      dupsById: db.prepare('SELECT path, row FROM scan_duplicate_rows WHERE id = ?'),
+      delRecById: db.prepare('DELETE FROM records WHERE id = ?'),
+      insRec: db.prepare(
+        `INSERT INTO records(${RECORD_COLUMNS}) VALUES (@id, @partition, @path, @kind, @title, @revision, @lifecycle, @sha256,
+           @recorded_at, @updated_at, @aliases, @tags, @meta, @body)`,
+      ),
+      insDupRow: db.prepare('INSERT OR REPLACE INTO scan_duplicate_rows(path, id, partition, row) VALUES (?, ?, ?, ?)'),
+      insDupView: db.prepare('INSERT OR REPLACE INTO duplicate_record_ids(id, path, partition, found_at) VALUES (?, ?, ?, ?)'),
+      allDupIds: db.prepare('SELECT DISTINCT id FROM scan_duplicate_rows').pluck(),
+    };
+  }
+
+  /** Forget what a path claimed (it was deleted, or its bytes changed). */
+  release(path: string): void {
+    const id = this.s.recByPath.get(path) as string | undefined;
+    if (id !== undefined) {
+      this.s.delRecByPath.run(path);
+      this.affected.add(id);
+      this.released.add(id);
+    }
+    const dup = this.s.dupByPath.get(path) as string | undefined;
+    if (dup !== undefined) {
+      this.s.delDupRow.run(path);
+      this.s.delDupView.run(path);
+      this.affected.add(dup);
+    }
+    this.s.delDiags.run(path);
+  }
+
+  /** Index the new bytes of a path (after {@link release}). */
+  observe(path: string, partition: string, check: FileCheck): void {
+    switch (check.kind) {
+      case 'yaml':
+        return;
+      case 'invalid':
+        this.s.insDiag.run(path, partition, check.finding.code, check.finding.reason);
+        return;
+      case 'record':
+        for (const f of check.findings) this.s.insDiag.run(path, partition, f.code, f.reason);
+        this.claim(check.row);
+        return;
+    }
+  }
+
+  private claim(row: IndexRow): void {
+    this.claimed.add(row.id);
+    const holder = this.s.recById.get(row.id) as IndexRow | undefined;
+    const dups = this.s.dupsById.all(row.id) as Array<{ path: string }>;
+    if (!holder && dups.length === 0) {
+      this.s.insRec.run(row);
+      return;
+    }
+    if (holder) this.park(holder);
+    this.park(row);
+  }
+
+  private park(row: IndexRow): void {
+    this.moved = true;
+    this.s.delRecById.run(row.id);
+    this.s.insDupRow.run(row.path, row.id, row.partition, JSON.stringify(row));
+    this.s.insDupView.run(row.id, row.path, row.partition, this.now);
+    this.affected.add(row.id);
+  }
+
+  /**
+   * Settle every id whose claims changed, and every parked id (a publication
+   * may have indexed a record under a parked id meanwhile).
+   */
+  finish(): void {
+    for (const id of this.s.allDupIds.all() as string[]) this.affected.add(id);
+    for (const id of this.affected) {
+      const holder = this.s.recById.get(id) as IndexRow | undefined;
+      const dups = this.s.dupsById.all(id) as Array<{ path: string; row: string }>;
+      if (dups.length === 0) continue;
+      if (holder) {
+        this.park(holder);
+        continue;
+      }
+      if (dups.length === 1) {
+        const only = dups[0]!;
+        this.moved = true;
+        this.s.delDupRow.run(only.path);
+        this.s.delDupView.run(only.path);
+        this.s.insRec.run(JSON.parse(only.row) as IndexRow);
+      }
+    }
+  }
+
+  /**
+   * Whether the set of indexed record ids may differ from before (a record
+   * appeared, disappeared, or became or stopped being a duplicate): then
+   * references elsewhere may have changed meaning. Call after {@link finish}.
+   */
+  idsChanged(): boolean {
+    if (this.moved || this.released.size !== this.claimed.size) return true;
+    for (const id of this.released) if (!this.claimed.has(id)) return true;
+    return false;
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The scan runner [SCAN-1..4, GIT-8, GIT-16]: observe edits made outside
+ * Knowledge, record them as one `external` checkpoint, and retry waiting
+ * checkpoints first.
+ *
+ *   retry waiting batches → observe (walk, stat; read, hash and stage what
+ *   changed) → plan (pure) → apply (one transaction: batch, fingerprints,
+ *   records index, diagnostics, receipt) → commit through our batch.
+ *
+ * The caller holds the single-writer lock for the whole run.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Store } from '../store/store.js';
+import type { GitRunner } from '../git/runner.js';
+import type { Caller } from '../access.js';
+import { batchGitState, drainOutbox } from '../checkpoint/outbox.js';
+import { crashPoint } from '../faults.js';
+import { callerLabel, resolvePartitions } from './partitions.js';
+import { observe, type Observation } from './observe.js';
+import { planScan } from './plan.js';
+import { applyScan } from './apply.js';
+import type { RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
+
+export interface ScanOptions {
+  /** One partition id; all the caller may scan when omitted. */
+  partition?: string;
+  caller: Caller;
+  onProgress?: (p: ScanProgress) => void;
+}
+
+export function newScanId(): string {
+  return `scan-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+}
+
+const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
+
+export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions): Promise<ScanReceipt> {
+  const db = store.db;
+  const partitionDiags: ScanDiagnostic[] = [];
+  const partitions = resolvePartitions(store, opts.caller, opts.partition, partitionDiags);
+  const scanId = newScanId();
+  const createdAt = new Date().toISOString();
+
+  // [GIT-16, SCAN-3] Waiting checkpoints first, in order.
+  const waiting = db.prepare("SELECT batch_id, kind, ref_id FROM batches WHERE state = 'queued' ORDER BY batch_id").all() as Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>;
+  await drainOutbox(store, runner);
+
+  db.prepare('DELETE FROM scan_staging').run(); // leftovers of a killed scan
+  const baselined = partitions.filter((p) => db.prepare('SELECT 1 FROM scan_partitions WHERE partition = ?').get(p) === undefined);
+  const progress: ScanProgress = { phase: 'walk', seen: 0, expected: 0, hashed: 0 };
+
+  // Staged bytes need no fsync of their own: a killed scan is simply redone.
+  // The applying transaction runs with the store's own setting again.
+  const prevSync = db.pragma('synchronous', { simple: true }) as number;
+  db.pragma('synchronous = NORMAL');
+  let seen: Observation;
+  try {
+    seen = observe(store, scanId, partitions, progress, opts.onProgress);
+  } catch (err) {
+    db.prepare('DELETE FROM scan_staging WHERE scan_id = ?').run(scanId);
+    throw err;
+  } finally {
+    db.pragma(`synchronous = ${SYNC_NAMES[prevSync] ?? 'FULL'}`);
+  }
+  const plan = planScan(seen.read, seen.missing);
+
+  progress.phase = 'record';
+  opts.onProgress?.(progress);
+  const walkDiags = [...partitionDiags, ...seen.diagnostics];
+  const receipt: ScanReceipt = {
+    kind: 'scan',
+    scanId,
+    partition: opts.partition ?? 'all',
+    partitions,
+    baseline: baselined.length > 0,
+    baselined,
+    actor: 'external',
+    createdAt,
+    added: plan.added,
+    modified: plan.modified,
+    deleted: plan.deleted,
+    renamed: plan.renamed,
+    unchanged: seen.unchanged,
+    hashed: seen.read.length,
+    diagnostics: [],
+    retried: waiting.map((w) => ({ kind: w.kind, id: w.ref_id, batchId: w.batch_id, git: batchGitState(db, w.batch_id) })),
+    git: null,
+  };
+  const batchId = applyScan(store, {
+    scanId,
+    createdAt,
+    callerLabel: callerLabel(opts.caller),
+    partitions,
+    baselined,
+    plan,
+    read: seen.read,
+    receipt,
+    diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags),
+  });
+  seen.read.length = 0; // the drain below may need the memory
+  crashPoint('scan-after-enqueue');
+
+  if (batchId !== null) {
+    progress.phase = 'commit';
+    opts.onProgress?.(progress);
+    await drainOutbox(store, runner, { through: batchId });
+    receipt.git = batchGitState(db, batchId);
+  }
+  return receipt;
+}
+
+/** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
+export function diagnosticsFor(store: Store, partitions: readonly string[], walk: readonly ScanDiagnostic[]): ScanDiagnostic[] {
+  const db = store.db;
+  const out: ScanDiagnostic[] = [...walk];
+  const stored = db.prepare('SELECT path, code, reason FROM scan_diagnostics WHERE partition = ?');
+  const dups = db.prepare(
+    `SELECT d.path AS path, d.id AS id, (SELECT group_concat(o.path, ', ') FROM scan_duplicate_rows o WHERE o.id = d.id AND o.path <> d.path) AS others
+       FROM scan_duplicate_rows d WHERE d.partition = ?`,
+  );
+  for (const p of partitions) {
+    out.push(...(stored.all(p) as ScanDiagnostic[]));
+    for (const d of dups.all(p) as Array<{ path: string; id: string; others: string | null }>) {
+      out.push({ path: d.path, code: 'duplicate-id', reason: `record id ${d.id} is also claimed by ${d.others ?? 'another file'}; lookup returns no record for it` });
+    }
+  }
+  return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : x.code < y.code ? -1 : x.code > y.code ? 1 : 0));
+}

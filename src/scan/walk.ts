@@ -1,0 +1,132 @@
+/**
+ * The effectful walk of one partition folder [SCAN-1, SCAN-4]: readdir and
+ * lstat only — no file is opened here. Symbolic links are reported and
+ * never followed (so nothing outside the vault is ever reached); folders we
+ * may not read are reported and "blocked", so what Knowledge recorded under
+ * them is kept rather than mistaken for deletions.
+ */
+import { lstatSync, readdirSync, type Dirent } from 'node:fs';
+import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
+import type { ScanDiagnostic, StatEntry } from './types.js';
+
+export interface WalkSink {
+  file(e: StatEntry): void;
+  diagnostic(d: ScanDiagnostic): void;
+  /** A path the walk could not look into or through: recorded files at or under it are kept. */
+  blocked(path: string): void;
+}
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException).code;
+}
+
+/** Walk `<vault>/<pdir>` (pdir: 'private' or 'conversations/<sid>'). */
+export function walkPartition(vault: string, pdir: string, sink: WalkSink): void {
+  const rootAbs = `${vault}/${pdir}`;
+  let root;
+  try {
+    root = lstatSync(rootAbs, { throwIfNoEntry: false });
+  } catch (err) {
+    sink.diagnostic({ path: pdir, code: 'unreadable', reason: `cannot look at the partition folder: ${errCode(err) ?? (err as Error).message}` });
+    sink.blocked(pdir);
+    return;
+  }
+  if (!root) return;
+  if (root.isSymbolicLink()) {
+    sink.diagnostic({ path: pdir, code: 'symlink', reason: 'the partition folder is a symbolic link; it is not followed' });
+    sink.blocked(pdir);
+    return;
+  }
+  if (!root.isDirectory()) {
+    sink.diagnostic({ path: pdir, code: 'special-file', reason: 'the partition is not a folder' });
+    sink.blocked(pdir);
+    return;
+  }
+  const stack: string[] = [''];
+  while (stack.length > 0) {
+    const relIn = stack.pop()!;
+    const relVault = relIn === '' ? pdir : `${pdir}/${relIn}`;
+    const abs = `${vault}/${relVault}`;
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(abs, { withFileTypes: true });
+    } catch (err) {
+      const code = errCode(err);
+      if (code === 'ENOENT' || code === 'ENOTDIR') continue; // removed while we walked: files under it are re-checked
+      sink.diagnostic({ path: relVault, code: 'unreadable', reason: `cannot list this folder (${code ?? (err as Error).message}); what Knowledge recorded under it is kept` });
+      sink.blocked(relVault);
+      continue;
+    }
+    let validOdd: Set<string> | null = null;
+    for (const e of entries) {
+      const name = e.name;
+      if (name.includes('\uFFFD')) {
+        // Node decodes names as UTF-8, replacing bad bytes with U+FFFD: look at the raw bytes once per folder.
+        validOdd ??= oddNames(abs, relVault, sink);
+        if (!validOdd.has(name)) continue;
+      }
+      if (isIgnoredName(name)) continue;
+      const childIn = relIn === '' ? name : `${relIn}/${name}`;
+      const childVault = `${relVault}/${name}`;
+      if (e.isDirectory()) {
+        if (!isSkippedDir(childIn)) stack.push(childIn);
+        continue;
+      }
+      if (e.isSymbolicLink()) {
+        sink.diagnostic({ path: childVault, code: 'symlink', reason: 'symbolic links are never followed or committed; what Knowledge recorded at this path is kept' });
+        sink.blocked(childVault);
+        continue;
+      }
+      if (!isScannedFileName(name)) continue;
+      if (!e.isFile()) {
+        sink.diagnostic({ path: childVault, code: 'special-file', reason: 'not a regular file (FIFO, socket or device); not read' });
+        sink.blocked(childVault);
+        continue;
+      }
+      const problem = pathProblem(childVault);
+      if (problem) {
+        sink.diagnostic({ path: childVault, code: 'invalid-name', reason: `${problem}; not checkpointed` });
+        continue;
+      }
+      let st;
+      try {
+        st = lstatSync(`${vault}/${childVault}`, { bigint: true, throwIfNoEntry: false });
+      } catch (err) {
+        sink.diagnostic({ path: childVault, code: 'unreadable', reason: `cannot look at this file (${errCode(err) ?? (err as Error).message})` });
+        sink.blocked(childVault);
+        continue;
+      }
+      if (!st) continue; // gone since readdir: the caller re-checks recorded files
+      if (!st.isFile()) {
+        // Replaced by a link or special file since readdir.
+        sink.diagnostic({ path: childVault, code: st.isSymbolicLink() ? 'symlink' : 'special-file', reason: 'not a regular file; not read' });
+        sink.blocked(childVault);
+        continue;
+      }
+      sink.file({ path: childVault, size: Number(st.size), mtimeNs: st.mtimeNs.toString(), ino: st.ino.toString() });
+    }
+  }
+}
+
+/** Report names that are not valid UTF-8; return the decoded names that are valid (and merely contain U+FFFD). */
+function oddNames(abs: string, relVault: string, sink: WalkSink): Set<string> {
+  const valid = new Set<string>();
+  let raws: Buffer[];
+  try {
+    raws = readdirSync(abs, { encoding: 'buffer' });
+  } catch {
+    return valid;
+  }
+  for (const raw of raws) {
+    if (isUtf8(raw)) {
+      valid.add(raw.toString('utf8'));
+      continue;
+    }
+    sink.diagnostic({
+      path: `${relVault}/${showRawName(raw)}`,
+      code: 'invalid-name',
+      reason: 'the name is not valid UTF-8; not read or checkpointed',
+    });
+  }
+  return valid;
+}

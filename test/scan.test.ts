@@ -1,0 +1,613 @@
+/**
+ * Scans end to end [SCAN-1..4, GIT-8, GIT-16, REC-3]: a vault filled and
+ * edited with ordinary tools (fs writes, mv, git mv, rm), scanned by real
+ * `knowledge scan` processes against real git and real SQLite.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
+import { makeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
+import { KnowledgeError } from '../src/errors.js';
+import type { Caller } from '../src/access.js';
+
+let sb: Sandbox;
+let store: string;
+let vault: string;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  store = join(sb.dir, 'st');
+  vault = join(store, 'vault');
+});
+afterEach(() => sb.cleanup());
+
+const NO_GIT = { PATH: '/nonexistent-bin' };
+
+function put(rel: string, text: string | Buffer): void {
+  mkdirSync(dirname(join(vault, rel)), { recursive: true });
+  writeFileSync(join(vault, rel), text);
+}
+
+function record(id: string, title: string, extra = '', body = `About ${title}.\n`, scope = 'private'): string {
+  return `---\nformat: knowledge-record-v1\nid: ${id}\nrevision: 1\nkind: page\ntitle: ${title}\nrecorded_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\nscope: ${scope}\nlifecycle: active\n${extra}---\n${body}`;
+}
+
+interface Receipt {
+  kind: string; scanId: string; partition: string; partitions: string[]; baseline: boolean; actor: string;
+  added: string[]; modified: string[]; deleted: string[]; renamed: Array<{ from: string; to: string }>;
+  unchanged: number; hashed: number; diagnostics: Array<{ path: string; code: string; reason: string }>;
+  retried: Array<{ kind: string; id: string; git: { state: string; commit?: string } }>;
+  git: { state: string; commit?: string; code?: string } | null;
+}
+
+function scan(args: string[] = [], env: NodeJS.ProcessEnv = {}): Receipt {
+  const r = cli(sb, ['scan', '--store', 'st', '--json', ...args], { env });
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stderr).toBe(''); // [SCAN-4] no progress bar when --json / not a terminal
+  return JSON.parse(r.stdout) as Receipt;
+}
+
+const commits = () => Number(userGit(sb, vault, ['rev-list', '--count', 'main']).trim());
+const nameStatus = (commit: string) => userGit(sb, vault, ['show', '-M100%', '--name-status', '--format=', commit]).trim().split('\n').filter(Boolean).sort();
+const tree = (commit = 'main') => userGit(sb, vault, ['ls-tree', '-r', '--name-only', commit]).trim().split('\n').filter(Boolean);
+const codes = (r: Receipt) => r.diagnostics.map((d) => `${d.code} ${d.path}`);
+
+function db(): Database.Database {
+  return new Database(join(store, 'state.sqlite'), { readonly: true });
+}
+
+function publish(text: string, env: NodeJS.ProcessEnv = {}) {
+  writeFileSync(join(sb.dir, 'pub.md'), text);
+  const r = cli(sb, ['publish', '--store', 'st', '--json', 'pub.md'], { env });
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+describe('[GIT-8] the first scan of a partition commits a baseline', () => {
+  it('commits every Markdown and YAML file of a hand-filled vault in one checkpoint labelled external', () => {
+    put('private/notes/one.md', record('n1', 'One'));
+    put('private/notes/two.md', record('n2', 'Two'));
+    put('private/data/list.yaml', 'items: [a, b]\n');
+    put('private/data/other.yml', 'k: v\n');
+    put('private/pictures/cat.png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]));
+    put('private/notes/readme.txt', 'not markdown\n');
+    put('private/.obsidian/workspace.yaml', 'hidden: true\n');
+    put('private/.trash/old.md', record('old', 'Old'));
+    put('private/.gitignore', '*.md\n'); // not honoured: history records what the vault holds
+    put('loose.md', 'outside every partition\n');
+
+    const r = scan();
+    expect(r).toMatchObject({ kind: 'scan', partition: 'all', partitions: ['private'], baseline: true, actor: 'external', deleted: [], renamed: [], modified: [] });
+    expect(r.scanId).toMatch(/^scan-/);
+    expect(r.added).toEqual(['private/data/list.yaml', 'private/data/other.yml', 'private/notes/one.md', 'private/notes/two.md']);
+    expect(r.git).toEqual({ state: 'committed', commit: expect.stringMatching(/^[0-9a-f]{40}$/) });
+    expect(commits()).toBe(1);
+    expect(tree()).toEqual(r.added);
+    const msg = userGit(sb, vault, ['log', '-1', '--format=%s%n%b%n%cn']);
+    expect(msg).toMatch(/^Baseline of private: 4 added/);
+    expect(msg).toContain('Knowledge-Actor: external');
+    expect(msg).toContain(`Knowledge-Scan: ${r.scanId}`);
+    expect(msg.trim().endsWith('Knowledge')).toBe(true);
+    // Exactly the bytes on disk.
+    expect(userGit(sb, vault, ['show', 'main:private/notes/one.md'])).toBe(record('n1', 'One'));
+    // Valid records are indexed; the scan shows in activity and its receipt is kept.
+    const d = db();
+    expect(d.prepare('SELECT id, path FROM records ORDER BY id').all()).toEqual([{ id: 'n1', path: 'private/notes/one.md' }, { id: 'n2', path: 'private/notes/two.md' }]);
+    d.close();
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout);
+    expect(act).toEqual([expect.objectContaining({ kind: 'scan', id: r.scanId, actor: 'external', git: r.git })]);
+    const kept = JSON.parse(cli(sb, ['receipt', '--store', 'st', r.scanId, '--json']).stdout);
+    expect(kept).toEqual(r);
+    // The user's view: nothing Knowledge committed shows as changed or staged.
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
+  });
+
+  it('a scan that finds nothing commits nothing, and reads no file whose metadata is unchanged [SCAN-4]', () => {
+    put('private/a.md', record('a', 'A'));
+    put('private/b.yaml', 'b: 1\n');
+    expect(scan().git?.state).toBe('committed');
+    const before = commits();
+    const again = scan();
+    expect(again).toMatchObject({ baseline: false, added: [], modified: [], deleted: [], renamed: [], git: null, unchanged: 2, hashed: 0 });
+    expect(commits()).toBe(before);
+    // A touched file is read (metadata changed) but, with the same bytes, is no edit.
+    const t = new Date(Date.now() - 60_000);
+    spawnSync('touch', ['-d', t.toISOString(), join(vault, 'private/a.md')]);
+    const touched = scan();
+    expect(touched).toMatchObject({ modified: [], git: null, hashed: 1, unchanged: 1 });
+    expect(scan()).toMatchObject({ hashed: 0, unchanged: 2, git: null });
+    // Only scans that queued a checkpoint are kept in activity.
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
+  });
+
+  it('an empty vault has a baseline with nothing to commit', () => {
+    const r = scan();
+    expect(r).toMatchObject({ baseline: true, added: [], git: null });
+    expect(existsSync(join(vault, '.git'))).toBe(false);
+  });
+});
+
+describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', () => {
+  it('edits, renames (across folders, letter case, git mv), deletions and additions: one commit with exactly those changes', () => {
+    put('private/edit.md', record('e', 'Edit me'));
+    put('private/a/move.md', record('m', 'Move me'));
+    put('private/Case.md', record('c', 'Case'));
+    put('private/gitmv.yaml', 'x: 1\n');
+    put('private/delete.md', record('d', 'Delete me'));
+    put('private/keep.md', record('k', 'Keep'));
+    const base = scan();
+    expect(base.added).toHaveLength(6);
+
+    appendFileSync(join(vault, 'private/edit.md'), 'More text.\n');
+    mkdirSync(join(vault, 'private/b'));
+    renameSync(join(vault, 'private/a/move.md'), join(vault, 'private/b/move.md'));
+    renameSync(join(vault, 'private/Case.md'), join(vault, 'private/case.md'));
+    userGit(sb, vault, ['mv', 'private/gitmv.yaml', 'private/b/gitmv.yaml']);
+    unlinkSync(join(vault, 'private/delete.md'));
+    put('private/new.md', record('new', 'New'));
+
+    const r = scan();
+    expect(r).toMatchObject({
+      baseline: false,
+      added: ['private/new.md'],
+      modified: ['private/edit.md'],
+      deleted: ['private/delete.md'],
+      renamed: [
+        { from: 'private/gitmv.yaml', to: 'private/b/gitmv.yaml' },
+        { from: 'private/a/move.md', to: 'private/b/move.md' },
+        { from: 'private/Case.md', to: 'private/case.md' },
+      ],
+      unchanged: 1,
+    });
+    expect(r.git?.state).toBe('committed');
+    expect(commits()).toBe(2);
+    expect(nameStatus(r.git!.commit!)).toEqual([
+      'A\tprivate/new.md',
+      'D\tprivate/delete.md',
+      'M\tprivate/edit.md',
+      'R100\tprivate/Case.md\tprivate/case.md',
+      'R100\tprivate/a/move.md\tprivate/b/move.md',
+      'R100\tprivate/gitmv.yaml\tprivate/b/gitmv.yaml',
+    ]);
+    expect(userGit(sb, vault, ['log', '-1', '--format=%s%n%b'])).toMatch(/^External edits in private: 1 added, 1 modified, 3 renamed, 1 deleted\n[\s\S]*Knowledge-Actor: external/);
+    // The index follows: renamed records keep their ids at their new paths.
+    const d = db();
+    expect(d.prepare('SELECT path FROM records WHERE id = ?').pluck().get('m')).toBe('private/b/move.md');
+    expect(d.prepare('SELECT count(*) FROM records WHERE id = ?').pluck().get('d')).toBe(0);
+    d.close();
+    // And a scan right after finds nothing.
+    expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
+    expect(commits()).toBe(2);
+  });
+
+  it('a record moved and edited at once is a rename, paired by its id', () => {
+    put('private/old-name.md', record('r1', 'Original'));
+    scan();
+    unlinkSync(join(vault, 'private/old-name.md'));
+    put('private/pages/new-name.md', record('r1', 'Original', '', 'Rewritten body.\n'));
+    const r = scan();
+    expect(r).toMatchObject({ renamed: [{ from: 'private/old-name.md', to: 'private/pages/new-name.md' }], added: [], deleted: [] });
+  });
+
+  it('removing a whole folder deletes its files in one checkpoint', () => {
+    put('private/folder/a.md', record('fa', 'A'));
+    put('private/folder/sub/b.md', record('fb', 'B'));
+    put('private/stay.md', record('st', 'Stay'));
+    scan();
+    rmSync(join(vault, 'private/folder'), { recursive: true });
+    const r = scan();
+    expect(r.deleted).toEqual(['private/folder/a.md', 'private/folder/sub/b.md']);
+    expect(nameStatus(r.git!.commit!)).toEqual(['D\tprivate/folder/a.md', 'D\tprivate/folder/sub/b.md']);
+  });
+});
+
+describe('[SCAN-1] a publication\'s own installs are never outside edits', () => {
+  it('published records and descriptors are neither re-added by the baseline nor reported later', () => {
+    writeFileSync(join(sb.dir, 'ev.txt'), 'evidence\n');
+    writeFileSync(join(sb.dir, 'c.md'), '---\nkind: claim\nclaim_kind: fact\ntitle: Published\n---\nbody\n');
+    const pub = cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'c.md']);
+    expect(pub.code, pub.stderr).toBe(0);
+    put('private/hand.md', record('h', 'By hand'));
+    const base = scan();
+    expect(base.added).toEqual(['private/hand.md']); // not the published claim or descriptor
+    expect(base.diagnostics).toEqual([]);
+    const p2 = publish('---\nkind: page\ntitle: Later\n---\nlater\n');
+    const r = scan();
+    expect(r).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
+    expect(r.hashed).toBe(0);
+    expect(p2.git.state).toBe('committed');
+  });
+});
+
+describe('[SCAN-1] editor save patterns are edits, not delete + add', () => {
+  beforeEach(() => {
+    put('private/note.md', record('note', 'Note'));
+    scan();
+  });
+
+  it('save by rename over the file (new inode)', () => {
+    writeFileSync(join(vault, 'private/.note.md.swp'), record('note', 'Note', '', 'saved by rename\n'));
+    renameSync(join(vault, 'private/.note.md.swp'), join(vault, 'private/note.md'));
+    expect(scan()).toMatchObject({ modified: ['private/note.md'], added: [], deleted: [], renamed: [] });
+  });
+
+  it('delete then recreate', () => {
+    unlinkSync(join(vault, 'private/note.md'));
+    writeFileSync(join(vault, 'private/note.md'), record('note', 'Note', '', 'recreated\n'));
+    expect(scan()).toMatchObject({ modified: ['private/note.md'], added: [], deleted: [], renamed: [] });
+  });
+
+  it('backup copy kept beside the file (note.md~) is ignored', () => {
+    renameSync(join(vault, 'private/note.md'), join(vault, 'private/note.md~'));
+    writeFileSync(join(vault, 'private/note.md'), record('note', 'Note', '', 'vim style\n'));
+    const r = scan();
+    expect(r).toMatchObject({ modified: ['private/note.md'], added: [], deleted: [], renamed: [] });
+    expect(tree(r.git!.commit!)).not.toContain('private/note.md~');
+  });
+
+  it('a file deleted and recreated, or renamed over, again and again while scans run is only ever an edit', async () => {
+    // A writer that keeps the name missing for ~1 ms in every ~10 ms, or replaces the inode by rename.
+    const script = `
+      const fs = require('fs'); const p = ${JSON.stringify(join(vault, 'private/note.md'))};
+      const text = (i) => ${JSON.stringify(record('note', 'Note', '', 'BODY\n'))}.replace('BODY', 'version ' + i + ' ' + 'x'.repeat(i % 50));
+      const spin = (ms) => { const until = Date.now() + ms; while (Date.now() < until) {} };
+      const end = Date.now() + Number(process.argv[1]); let i = 0;
+      while (Date.now() < end) {
+        i++;
+        if (i % 2) { fs.unlinkSync(p); spin(1); fs.writeFileSync(p, text(i)); }
+        else { fs.writeFileSync(p + '.tmp', text(i)); fs.renameSync(p + '.tmp', p); }
+        spin(8);
+      }`;
+    const writer = spawn(process.execPath, ['-e', script, '4000'], { stdio: 'ignore' });
+    const done = new Promise((res) => writer.on('exit', res));
+    const seen: Receipt[] = [];
+    await new Promise((res) => setTimeout(res, 100));
+    for (let i = 0; i < 6; i++) seen.push(scan());
+    await done;
+    for (const r of seen) {
+      expect(r.deleted).toEqual([]);
+      expect(r.added).toEqual([]);
+      expect(r.renamed).toEqual([]);
+      for (const d of r.diagnostics) expect(d.code).toBe('unstable');
+    }
+    expect(seen.some((r) => r.modified.length === 1)).toBe(true);
+    // Once it settles, the last version is recorded exactly.
+    const last = scan();
+    expect(last.deleted).toEqual([]);
+    expect(userGit(sb, vault, ['show', 'main:private/note.md'])).toBe(readFileSync(join(vault, 'private/note.md'), 'utf8'));
+  });
+});
+
+describe('[SCAN-1] a file growing while it is read', () => {
+  it('is recorded only as a consistent snapshot, or reported unstable and left for the next scan', async () => {
+    put('private/log.md', record('log', 'Log', '', 'start\n'));
+    scan();
+    const script = `
+      const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(join(vault, 'private/log.md'))}, 'a');
+      const end = Date.now() + Number(process.argv[1]); let i = 0;
+      while (Date.now() < end) {
+        fs.writeSync(fd, 'line ' + (i++) + '\\n');
+        const until = process.hrtime.bigint() + 200000n; while (process.hrtime.bigint() < until) {}
+      }`;
+    const writer = spawn(process.execPath, ['-e', script, '2500'], { stdio: 'ignore' });
+    const done = new Promise((res) => writer.on('exit', res));
+    await new Promise((res) => setTimeout(res, 100));
+    const during = [scan(), scan()];
+    await done;
+    for (const r of during) {
+      expect(r.deleted).toEqual([]);
+      expect(r.added).toEqual([]);
+      const unstable = r.diagnostics.filter((d) => d.code === 'unstable').map((d) => d.path);
+      expect(r.modified.length + unstable.length).toBeLessThanOrEqual(1);
+      if (r.modified.length === 1) {
+        // Whatever was committed is a snapshot at a write boundary, never a torn read.
+        expect(userGit(sb, vault, ['show', `${r.git!.commit!}:private/log.md`])).toMatch(/\n$/);
+      }
+    }
+    const after = scan();
+    expect(after.diagnostics).toEqual([]);
+    expect(userGit(sb, vault, ['show', 'main:private/log.md'])).toBe(readFileSync(join(vault, 'private/log.md'), 'utf8'));
+  });
+});
+
+describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still checkpointed', () => {
+  it('lists broken envelopes, broken YAML, invalid records, scope mismatches, duplicate ids and invalid references', () => {
+    put('private/ok.md', record('ok', 'Fine'));
+    put('private/no-frontmatter.md', 'just text\n');
+    put('private/unclosed.md', '---\nkind: page\ntitle: x\n');
+    put('private/bad-yaml-fm.md', '---\nkind: [page\n---\n');
+    put('private/bad-kind.md', record('bk', 'Bad kind').replace('kind: page', 'kind: essay'));
+    put('private/latin1.md', Buffer.from([0x2d, 0x2d, 0x2d, 0x0a, 0xe9, 0x0a]));
+    put('private/broken.yaml', 'a: [b\n');
+    put('private/dup-one.md', record('dup', 'Dup one'));
+    put('private/dup-two.md', record('dup', 'Dup two'));
+    put('private/scope.md', record('sc', 'Wrong scope', '', 'x\n', 'conversation:other'));
+    put('private/refs.md', record('refs', 'Refs', 'dependencies: [ok, missing-dep]\nevidence:\n  - source: src-000000000000000000000000\n'));
+    put('private/rel.md', record('rel', 'Rel').replace('kind: page', 'kind: relationship\nrelationship_type: supports\nfrom: ok\nto: nowhere'));
+    const r = scan();
+    expect(codes(r)).toEqual([
+      'invalid-record private/bad-kind.md',
+      'broken-envelope private/bad-yaml-fm.md',
+      'broken-yaml private/broken.yaml',
+      'duplicate-id private/dup-one.md',
+      'duplicate-id private/dup-two.md',
+      'broken-envelope private/latin1.md',
+      'broken-envelope private/no-frontmatter.md',
+      'invalid-reference private/refs.md',
+      'invalid-reference private/rel.md',
+      'scope-mismatch private/scope.md',
+      'broken-envelope private/unclosed.md',
+    ]);
+    const byPath = Object.fromEntries(r.diagnostics.map((d) => [d.path, d.reason]));
+    expect(byPath['private/no-frontmatter.md']).toMatch(/missing frontmatter/);
+    expect(byPath['private/latin1.md']).toMatch(/UTF-8/);
+    expect(byPath['private/bad-kind.md']).toMatch(/kind/);
+    expect(byPath['private/refs.md']).toMatch(/dependency missing-dep is not a record; evidence source src-0+ is not a source/);
+    expect(byPath['private/rel.md']).toMatch(/to nowhere is not a record of this partition/);
+    expect(byPath['private/dup-one.md']).toMatch(/also claimed by private\/dup-two\.md/);
+    // Every file is still checkpointed as the bytes on disk.
+    expect(tree(r.git!.commit!)).toHaveLength(12);
+    expect(userGitRaw(sb, vault, ['show', 'main:private/latin1.md']).status).toBe(0);
+    // Exact lookup finds no record for a duplicated id.
+    let d = db();
+    expect(d.prepare("SELECT count(*) FROM records WHERE id = 'dup'").pluck().get()).toBe(0);
+    expect(d.prepare("SELECT path FROM duplicate_record_ids WHERE id = 'dup' ORDER BY path").pluck().all()).toEqual(['private/dup-one.md', 'private/dup-two.md']);
+    expect(d.prepare("SELECT count(*) FROM records WHERE id = 'sc'").pluck().get()).toBe(1);
+    d.close();
+    // Diagnostics persist while the files are unchanged, without reading them.
+    const again = scan();
+    expect(codes(again)).toEqual(codes(r));
+    expect(again.hashed).toBe(0);
+    // Fixing the files clears them; the duplicate's survivor is a record again.
+    unlinkSync(join(vault, 'private/dup-two.md'));
+    put('private/no-frontmatter.md', record('nf', 'Now fine'));
+    put('private/missing-dep.md', record('missing-dep', 'Now there'));
+    const fixed = scan();
+    expect(codes(fixed)).not.toContain('duplicate-id private/dup-one.md');
+    expect(codes(fixed)).not.toContain('broken-envelope private/no-frontmatter.md');
+    expect(fixed.diagnostics.find((x) => x.path === 'private/refs.md')?.reason).not.toMatch(/missing-dep/);
+    d = db();
+    expect(d.prepare("SELECT path FROM records WHERE id = 'dup'").pluck().get()).toBe('private/dup-one.md');
+    expect(d.prepare("SELECT count(*) FROM duplicate_record_ids WHERE id = 'dup'").pluck().get()).toBe(0);
+    d.close();
+  });
+
+  it('an edited record\'s references are re-checked, and its diagnostic follows it when it moves', () => {
+    put('private/a.md', record('a', 'A'));
+    put('private/b.md', record('b', 'B', 'dependencies: [a]\n'));
+    expect(scan().diagnostics).toEqual([]);
+    put('private/a.md', record('a', 'A', 'dependencies: [ghost]\n'));
+    expect(codes(scan())).toEqual(['invalid-reference private/a.md']);
+    renameSync(join(vault, 'private/a.md'), join(vault, 'private/moved-a.md'));
+    const moved = scan();
+    expect(moved.renamed).toEqual([{ from: 'private/a.md', to: 'private/moved-a.md' }]);
+    expect(codes(moved)).toEqual(['invalid-reference private/moved-a.md']);
+    unlinkSync(join(vault, 'private/moved-a.md'));
+    expect(codes(scan())).toEqual(['invalid-reference private/b.md']); // b depended on a, which is gone
+  });
+
+  it('a reference fixed by a later publication is re-checked by the next scan', () => {
+    put('private/dep.md', record('dep', 'Depends', 'dependencies: [rec-later]\n'));
+    expect(codes(scan())).toEqual(['invalid-reference private/dep.md']);
+    publish('---\nid: rec-later\nkind: page\ntitle: Later\n---\nnow it exists\n');
+    expect(scan().diagnostics).toEqual([]);
+  });
+
+  it('symlinks are reported and never followed out of the vault; odd names are reported', () => {
+    writeFileSync(join(sb.dir, 'outside-secret.md'), record('secret', 'Secret'));
+    put('private/real.md', record('real', 'Real'));
+    symlinkSync(join(sb.dir, 'outside-secret.md'), join(vault, 'private/link.md'));
+    symlinkSync(sb.dir, join(vault, 'private/linked-folder'));
+    put('private/back\\slash.md', record('bs', 'Backslash'));
+    writeFileSync(Buffer.concat([Buffer.from(join(vault, 'private') + '/bad-'), Buffer.from([0xff]), Buffer.from('.md')]), 'x\n');
+    spawnSync('mkfifo', [join(vault, 'private/pipe.md')]);
+    const r = scan();
+    expect(r.added).toEqual(['private/real.md']);
+    expect(codes(r)).toEqual([
+      'invalid-name private/back\\slash.md',
+      'invalid-name private/bad-\\xff.md',
+      'symlink private/link.md',
+      'symlink private/linked-folder',
+      ...(existsSync(join(vault, 'private/pipe.md')) ? ['special-file private/pipe.md'] : []),
+    ]);
+    expect(tree(r.git!.commit!)).toEqual(['private/real.md']);
+    // The outside file's bytes never entered the repository.
+    const blob = userGit(sb, vault, ['hash-object', join(sb.dir, 'outside-secret.md')]).trim();
+    expect(userGitRaw(sb, vault, ['cat-file', '-e', blob]).status).not.toBe(0);
+  });
+
+  it('a folder that cannot be read is reported and what Knowledge recorded under it is kept, not deleted', () => {
+    put('private/locked/inside.md', record('in', 'Inside'));
+    put('private/open.md', record('op', 'Open'));
+    scan();
+    chmodSync(join(vault, 'private/locked'), 0o000);
+    try {
+      let r: Receipt;
+      if (process.getuid?.() === 0) {
+        // Root reads everything: run the scan as an unprivileged user instead.
+        const setpriv = spawnSync('sh', ['-c', 'command -v setpriv']).stdout.toString().trim();
+        if (!setpriv) {
+          console.log('skipped: running as root and setpriv is not available to drop privileges');
+          return;
+        }
+        spawnSync('chmod', ['-R', 'a+rwX', sb.dir]);
+        chmodSync(join(vault, 'private/locked'), 0o000);
+        const out = spawnSync(setpriv, ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, cliPath, 'scan', '--store', 'st', '--json'],
+          { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+        expect(out.status, out.stderr).toBe(0);
+        r = JSON.parse(out.stdout) as Receipt;
+      } else {
+        r = scan();
+      }
+      expect(codes(r)).toEqual(['unreadable private/locked']);
+      expect(r.deleted).toEqual([]);
+      expect(r.git).toBeNull();
+    } finally {
+      chmodSync(join(vault, 'private/locked'), 0o755);
+    }
+    // Readable again: nothing changed.
+    expect(scan()).toMatchObject({ deleted: [], added: [], modified: [], diagnostics: [] });
+  });
+});
+
+describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commits its own', () => {
+  it('commits a publication queued while git was missing before the scan\'s own checkpoint', () => {
+    put('private/hand.md', record('h', 'Hand'));
+    scan();
+    const pub = publish('---\nkind: page\ntitle: Queued\n---\nwhile git was missing\n', NO_GIT);
+    expect(pub.git.state).toBe('unavailable');
+    appendFileSync(join(vault, 'private/hand.md'), 'edited\n');
+    const r = scan();
+    expect(r.retried).toEqual([{ kind: 'publication', id: pub.publicationId, batchId: expect.any(Number), git: { state: 'committed', commit: expect.any(String) } }]);
+    expect(r.modified).toEqual(['private/hand.md']);
+    expect(r.git?.state).toBe('committed');
+    const log = userGit(sb, vault, ['log', '--format=%H %P', '-2', 'main']).trim().split('\n').map((l) => l.split(' '));
+    expect(log[0]![0]).toBe(r.git!.commit);
+    expect(log[1]![0]).toBe(r.retried[0]!.git.commit);
+    expect(log[0]![1]).toBe(r.retried[0]!.git.commit); // the scan's commit sits on the publication's
+    expect(JSON.parse(cli(sb, ['receipt', '--store', 'st', pub.publicationId, '--json']).stdout).git.state).toBe('committed');
+  });
+
+  it('a scan whose own checkpoint is pending is committed by the next scan, which finds nothing new', () => {
+    put('private/a.md', record('a', 'A'));
+    scan();
+    put('private/b.md', record('b', 'B'));
+    const lock = join(vault, '.git', 'refs', 'heads', 'main.lock');
+    writeFileSync(lock, '');
+    const blocked = scan();
+    expect(blocked.added).toEqual(['private/b.md']);
+    expect(blocked.git).toMatchObject({ state: 'pending', code: 'locked' });
+    expect(existsSync(lock)).toBe(true); // a stale lock is never removed [GIT-19]
+    unlinkSync(lock);
+    const r = scan();
+    expect(r).toMatchObject({ added: [], git: null });
+    expect(r.retried).toEqual([{ kind: 'scan', id: blocked.scanId, batchId: expect.any(Number), git: { state: 'committed', commit: expect.any(String) } }]);
+    expect(tree()).toContain('private/b.md');
+    expect(JSON.parse(cli(sb, ['receipt', '--store', 'st', blocked.scanId, '--json']).stdout).git.state).toBe('committed');
+  });
+
+  it('with git missing the scan still records what it saw; its checkpoint is committed when git is back', () => {
+    put('private/a.md', record('a', 'A'));
+    const r = scan([], NO_GIT);
+    expect(r.git?.state).toBe('unavailable');
+    expect(scan([], NO_GIT)).toMatchObject({ added: [], retried: [{ kind: 'scan', id: r.scanId, git: { state: 'unavailable' } }] });
+    const back = scan();
+    expect(back.retried.map((x) => x.id)).toEqual([r.scanId]);
+    expect(back.retried[0]!.git.state).toBe('committed');
+    expect(tree()).toEqual(['private/a.md']);
+  });
+
+  it('a scan killed after queueing its checkpoint is committed exactly once by the next scan', () => {
+    put('private/a.md', record('a', 'A'));
+    const killed = cli(sb, ['scan', '--store', 'st', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'scan-after-enqueue' } });
+    expect(killed.code).toBeNull();
+    const r = scan();
+    expect(r.added).toEqual([]);
+    expect(r.retried).toHaveLength(1);
+    expect(r.retried[0]!.git.state).toBe('committed');
+    expect(userGit(sb, vault, ['log', '--format=%H', `--grep=Knowledge-Scan: ${r.retried[0]!.id}`, 'main']).trim().split('\n')).toHaveLength(1);
+    expect(commits()).toBe(1);
+  });
+
+  it('a scan killed while staging leaves nothing behind; the next scan does the work once', () => {
+    for (let i = 0; i < 5; i++) put(`private/f${i}.md`, record(`f${i}`, `F${i}`));
+    const killed = cli(sb, ['scan', '--store', 'st', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'scan-mid-stage' } });
+    expect(killed.code).toBeNull();
+    const r = scan();
+    expect(r.added).toHaveLength(5);
+    expect(r.retried).toEqual([]);
+    expect(commits()).toBe(1);
+    const d = db();
+    expect(d.prepare('SELECT count(*) FROM scan_staging').pluck().get()).toBe(0);
+    d.close();
+  });
+});
+
+describe('[SCAN-1] authority: an operator may scan all; an agent only its own partitions', () => {
+  let svc: KnowledgeService | null = null;
+  afterEach(() => {
+    svc?.close();
+    svc = null;
+  });
+  const open = () => (svc = KnowledgeService.open(store, { write: true, env: sb.env, git: { pathEnv: sb.env.PATH } }));
+  const agent: Caller = { kind: 'agent', agentId: 'bot', session: 's1' };
+
+  async function code(p: Promise<unknown>): Promise<string> {
+    try {
+      await p;
+      return 'ok';
+    } catch (err) {
+      return err instanceof KnowledgeError ? err.code : String(err);
+    }
+  }
+
+  it('an agent scans private and its own conversation, and is denied any other', async () => {
+    put('private/p.md', record('p', 'P'));
+    put('conversations/s1/c.md', record('c1', 'C1', '', 'x\n', 'conversation:s1'));
+    put('conversations/s2/c.md', record('c2', 'C2', '', 'x\n', 'conversation:s2'));
+    const s = open();
+    expect(await code(s.scan({ caller: agent, partition: 'conversation:s2' }))).toBe('E_DENIED');
+    expect(await code(s.scan({ caller: agent, partition: 'conversation:nope' }))).toBe('E_DENIED');
+    expect(await code(s.scan({ caller: { ...agent, sandboxed: true } }))).toBe('E_DENIED');
+    const mine = await s.scan({ caller: agent });
+    expect(mine.partitions).toEqual(['conversation:s1', 'private']);
+    expect(mine.added).toEqual(['conversations/s1/c.md', 'private/p.md']);
+    const all = await s.scan({ caller: { kind: 'operator' } });
+    expect(all.partitions).toEqual(['conversation:s1', 'conversation:s2', 'private']);
+    expect(all.added).toEqual(['conversations/s2/c.md']);
+    expect(all.baselined).toEqual(['conversation:s2']);
+  });
+
+  it('the CLI (the operator) reports a missing partition, a bad id and a read-only store with stable codes', () => {
+    put('conversations/not a session/x.md', 'x\n');
+    const missing = cli(sb, ['scan', '--store', 'st', '--partition', 'conversation:nope']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^E_NOT_FOUND: /);
+    const bad = cli(sb, ['scan', '--store', 'st', '--partition', 'elsewhere']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^E_VALIDATION: /);
+    expect(cli(sb, ['scan', '--store', 'st', 'extra']).code).toBe(2);
+    expect(codes(scan())).toEqual(['not-a-partition conversations/not a session']);
+    expect(cli(sb, ['init', 'ro', '--read-only']).code).toBe(0);
+    const ro = cli(sb, ['scan', '--store', 'ro']);
+    expect(ro.code).toBe(1);
+    expect(ro.stderr).toMatch(/^E_READ_ONLY: /);
+  });
+
+  it('one partition only: other partitions are neither walked nor committed', () => {
+    put('private/p.md', record('p', 'P'));
+    put('conversations/s1/c.md', record('c1', 'C1', '', 'x\n', 'conversation:s1'));
+    const r = scan(['--partition', 'conversation:s1']);
+    expect(r).toMatchObject({ partition: 'conversation:s1', partitions: ['conversation:s1'], added: ['conversations/s1/c.md'] });
+    expect(tree()).toEqual(['conversations/s1/c.md']);
+  });
+});
+
+describe('Done when: tried as a new user would', () => {
+  it('fill by hand, baseline, edit/rename/delete with ordinary tools, one external commit, then nothing', () => {
+    put('private/journal/2026-01-01.md', record('j1', 'New year'));
+    put('private/journal/2026-01-02.md', record('j2', 'Second day'));
+    put('private/people/ada.md', record('ada', 'Ada'));
+    put('private/meta.yaml', 'owner: me\n');
+    const base = scan();
+    expect(base.baseline).toBe(true);
+    expect(commits()).toBe(1);
+    spawnSync('sh', ['-c', 'echo "Another line." >> private/journal/2026-01-02.md && mv private/people/ada.md private/people/ada-lovelace.md && rm private/meta.yaml'], { cwd: vault });
+    const r = scan();
+    expect(r).toMatchObject({
+      modified: ['private/journal/2026-01-02.md'],
+      renamed: [{ from: 'private/people/ada.md', to: 'private/people/ada-lovelace.md' }],
+      deleted: ['private/meta.yaml'],
+      added: [],
+    });
+    expect(commits()).toBe(2);
+    expect(userGit(sb, vault, ['log', '-1', '--format=%(trailers:key=Knowledge-Actor,valueonly)']).trim()).toBe('external');
+    expect(nameStatus('main')).toEqual(['D\tprivate/meta.yaml', 'M\tprivate/journal/2026-01-02.md', 'R100\tprivate/people/ada.md\tprivate/people/ada-lovelace.md']);
+    expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
+    expect(commits()).toBe(2);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+  });
+});
