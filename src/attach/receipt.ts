@@ -1,0 +1,65 @@
+/**
+ * Attachment receipts and their activity entries (Appendix A, SURF-2). The
+ * git state is read from the outbox each time, so a receipt fetched later
+ * shows the checkpoint that happened since [GIT-14].
+ */
+import { KnowledgeError } from '../errors.js';
+import type { DB } from '../store/db.js';
+import { batchGitState } from '../checkpoint/outbox.js';
+import type { GitState } from '../git/types.js';
+import { loadAttachment, type AttachmentRow } from './upload.js';
+import type { AttachmentReceipt } from './types.js';
+
+export function receiptOf(db: DB, row: AttachmentRow): AttachmentReceipt {
+  if (row.state !== 'completed' || !row.receipt) {
+    throw new KnowledgeError(
+      'E_CONFLICT',
+      `attachment ${row.attachment_id} is not complete: ${row.received} of ${row.size} bytes received${row.failure ? ` (last attempt: ${row.failure})` : ''}; resume it with the same request id`,
+    );
+  }
+  const receipt = JSON.parse(row.receipt) as AttachmentReceipt;
+  receipt.git = batchGitState(db, row.batch_id);
+  return receipt;
+}
+
+/** A completed attachment's receipt by attachment id or request id. */
+export function attachmentReceipt(db: DB, id: string): AttachmentReceipt {
+  return receiptOf(db, loadAttachment(db, id));
+}
+
+export interface AttachmentActivity {
+  kind: 'attachment';
+  id: string;
+  createdAt: string;
+  actor: string;
+  git: GitState;
+  detail: Record<string, unknown>;
+}
+
+/** Attachments for the activity view, newest first; unfinished uploads say how far they got. */
+export function attachmentActivity(db: DB, limit: number): AttachmentActivity[] {
+  const rows = db.prepare('SELECT * FROM attachments ORDER BY created_at DESC, rowid DESC LIMIT ?').all(limit) as AttachmentRow[];
+  return rows.map((r) => {
+    const receipt = r.receipt ? (JSON.parse(r.receipt) as AttachmentReceipt) : null;
+    const git: GitState = r.state === 'completed'
+      ? batchGitState(db, r.batch_id)
+      : { state: 'pending', code: 'waiting', reason: r.failure ?? `upload incomplete: ${r.received} of ${r.size} bytes received` };
+    return {
+      kind: 'attachment' as const,
+      id: r.attachment_id,
+      createdAt: r.created_at,
+      actor: r.actor,
+      git,
+      detail: {
+        partition: r.partition,
+        status: r.state,
+        requestId: r.request_id,
+        filename: r.filename,
+        size: r.size,
+        received: r.received,
+        ...(receipt ? { sourceId: receipt.sourceId, path: receipt.path, inHistory: receipt.inHistory } : {}),
+        ...(r.failure ? { failure: r.failure } : {}),
+      },
+    };
+  });
+}
