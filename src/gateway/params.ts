@@ -1,0 +1,49 @@
+/**
+ * Query parameters at the HTTP boundary (STYLE habit 6): parsed once, into
+ * plain string maps the core service validates further. Unknown or repeated
+ * parameters are malformed requests (E_VALIDATION, 400), so a typo such as
+ * `?lifecyle=` fails loudly instead of silently returning everything.
+ * Pure; table-tested.
+ */
+import { KnowledgeError } from '../errors.js';
+
+/** Longest request target the Gateway reads; longer ones are E_TOO_LARGE (413). */
+export const MAX_URL_LENGTH = 4096;
+
+export type Params = Partial<Record<string, string>>;
+
+/**
+ * The query parameters of `url` restricted to `allowed`. Empty values count
+ * as absent (an HTML form sends every field).
+ */
+export function readParams(url: string, allowed: readonly string[]): Params {
+  const search = new URL(url).searchParams;
+  const out: Params = {};
+  const seen = new Set<string>();
+  for (const [key, value] of search) {
+    if (!allowed.includes(key)) {
+      throw new KnowledgeError('E_VALIDATION', `unknown query parameter ${JSON.stringify(key.slice(0, 40))}; allowed: ${allowed.join(', ') || 'none'}`);
+    }
+    if (seen.has(key)) throw new KnowledgeError('E_VALIDATION', `query parameter ${key} is given more than once`);
+    seen.add(key);
+    if (value !== '') out[key] = value;
+  }
+  return out;
+}
+
+/** Reject request targets longer than {@link MAX_URL_LENGTH}. */
+export function checkUrlLength(url: string): void {
+  // The path and query as sent; the origin part is the server's own.
+  const u = new URL(url);
+  const target = u.pathname.length + u.search.length;
+  if (target > MAX_URL_LENGTH) {
+    throw new KnowledgeError('E_TOO_LARGE', `request target is ${target} characters; at most ${MAX_URL_LENGTH} are allowed`);
+  }
+}
+
+/** A required parameter, or E_VALIDATION naming it. */
+export function required(params: Params, key: string): string {
+  const v = params[key];
+  if (v === undefined) throw new KnowledgeError('E_VALIDATION', `query parameter ${key} is required`);
+  return v;
+}

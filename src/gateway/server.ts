@@ -1,0 +1,140 @@
+/**
+ * Running the Gateway [SURF-2, LAY-4]: the one process that owns a store
+ * while it runs. It opens the core service with the single-writer lock and
+ * holds it until it stops, so a second Gateway or a writing CLI command is
+ * refused with E_LOCKED naming this process; then it binds the HTTP app.
+ *
+ * Loopback by default. Binding any other address requires a bearer token:
+ * the page and the API would otherwise be open to the network.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { createAdaptorServer } from '@hono/node-server';
+import { KnowledgeError } from '../errors.js';
+import { KnowledgeService } from '../service.js';
+import type { GitRunnerOptions } from '../git/runner.js';
+import { createApp, type GatewayOptions } from './app.js';
+import { MIN_TOKEN_LENGTH, isLoopbackHost, loopbackHostHeaders } from './auth.js';
+
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_PORT = 8484;
+
+export interface GatewayStartOptions {
+  storeDir: string;
+  host?: string;
+  /** 0 picks a free port. */
+  port?: number;
+  token?: string;
+  env?: NodeJS.ProcessEnv;
+  git?: GitRunnerOptions;
+  notice?: GatewayOptions['notice'];
+  onInternalError?: GatewayOptions['onInternalError'];
+}
+
+export interface RunningGateway {
+  /** Where to open the page; carries `#token=…` when a token is required (the fragment never reaches the server or its logs). */
+  url: string;
+  /** `http://host:port`, no token. */
+  origin: string;
+  host: string;
+  port: number;
+  service: KnowledgeService;
+  /** Stop serving and release the store (idempotent). */
+  close(): Promise<void>;
+}
+
+/** E_USAGE unless the host/token pair is safe to serve [SURF-2]. */
+export function checkBinding(host: string, token: string | undefined): void {
+  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
+    throw new KnowledgeError('E_USAGE', `the token must be at least ${MIN_TOKEN_LENGTH} characters (e.g. --token "$(openssl rand -hex 24)")`);
+  }
+  if (!isLoopbackHost(host) && token === undefined) {
+    throw new KnowledgeError('E_USAGE', `binding ${host} exposes the store beyond this machine: give --token (or KNOWLEDGE_TOKEN), at least ${MIN_TOKEN_LENGTH} characters`);
+  }
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolveListen, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      server.off('listening', onListening);
+      const why = err.code === 'EADDRINUSE' ? `port ${port} on ${host} is already in use (choose another with --port)`
+        : err.code === 'EADDRNOTAVAIL' ? `${host} is not an address of this machine`
+          : err.code === 'EACCES' ? `not allowed to bind port ${port} on ${host}`
+            : err.message;
+      reject(new KnowledgeError('E_IO', `cannot serve on ${host}:${port}: ${why}`, { code: err.code }));
+    };
+    const onListening = () => {
+      server.off('error', onError);
+      resolveListen(server.address() as AddressInfo);
+    };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen(port, host);
+  });
+}
+
+export async function startGateway(opts: GatewayStartOptions): Promise<RunningGateway> {
+  const host = opts.host ?? DEFAULT_HOST;
+  const port = opts.port ?? DEFAULT_PORT;
+  checkBinding(host, opts.token);
+  // The lock first [LAY-4]: a second Gateway on the same store is told who holds it.
+  const service = KnowledgeService.open(opts.storeDir, {
+    write: true,
+    command: `knowledge serve on ${hostForUrl(host)}:${port === 0 ? '(any port)' : port}`,
+    env: opts.env,
+    git: opts.git,
+  });
+  let app: ReturnType<typeof createApp> | null = null;
+  const server = createAdaptorServer({
+    fetch: (req: Request) => (app ? app.fetch(req) : new Response('starting', { status: 503 })),
+    hostname: host,
+  }) as Server;
+  let address: AddressInfo;
+  try {
+    address = await listen(server, port, host);
+  } catch (err) {
+    service.close();
+    throw err;
+  }
+  app = createApp(service, {
+    token: opts.token,
+    // Without a token, only requests naming our loopback address are answered (DNS rebinding).
+    allowedHosts: opts.token === undefined ? loopbackHostHeaders(host, address.port) : undefined,
+    notice: opts.notice,
+    onInternalError: opts.onInternalError,
+  });
+  const origin = `http://${hostForUrl(host)}:${address.port}`;
+  let closing: Promise<void> | null = null;
+  return {
+    url: `${origin}/${opts.token !== undefined ? `#token=${encodeURIComponent(opts.token)}` : ''}`,
+    origin,
+    host,
+    port: address.port,
+    service,
+    close() {
+      closing ??= new Promise<void>((done) => {
+        server.close(() => done());
+        server.closeAllConnections();
+      }).finally(() => service.close());
+      return closing;
+    },
+  };
+}
+
+/**
+ * Serve until SIGINT or SIGTERM, then close cleanly (the writer lock is
+ * released, so the next writer need not wait for a stale-holder check).
+ */
+export function closeOnSignal(gw: RunningGateway, signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM']): Promise<void> {
+  return new Promise((done) => {
+    const stop = () => {
+      for (const s of signals) process.off(s, stop);
+      void gw.close().then(done, done);
+    };
+    for (const s of signals) process.on(s, stop);
+  });
+}

@@ -1,0 +1,449 @@
+/**
+ * The Gateway [SURF-2, LAY-4]: the JSON API in-process through
+ * `app.request()` over a real store (real SQLite, real git), and the real
+ * server and `knowledge serve` process for what only a bound port shows
+ * (the writer lock, tokens over HTTP, Host checks, clean shutdown).
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { existsSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
+import { makeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
+import { createApp } from '../src/gateway/app.js';
+import { startGateway, type RunningGateway } from '../src/gateway/server.js';
+
+let sb: Sandbox;
+let store: string;
+let vault: string;
+let svc: KnowledgeService | null = null;
+const gateways: RunningGateway[] = [];
+const children: ChildProcess[] = [];
+
+beforeEach(() => {
+  sb = makeSandbox('kn-gw-');
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  store = join(sb.dir, 'st');
+  vault = join(store, 'vault');
+});
+
+afterEach(async () => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const g of gateways.splice(0)) await g.close();
+  svc?.close();
+  svc = null;
+  sb.cleanup();
+});
+
+function openService(): KnowledgeService {
+  svc = KnowledgeService.open(store, { write: true, command: 'gateway test', env: sb.env, git: { pathEnv: sb.env.PATH } });
+  return svc;
+}
+
+const page = (fm: string, body = 'body\n') => `---\n${fm.trim()}\n---\n${body}`;
+
+/** A store with a few records: one with evidence, one revised twice, links between them. */
+const NOTES = Buffer.from('Notes from the design review.\nWe chose SQLite.\n');
+
+async function seed(s: KnowledgeService) {
+  const notes = NOTES;
+  await s.publish({ partition: 'private', actor: 'operator', records: [page('kind: page\nid: rec-glossary\ntitle: Glossary\ntags: [ref]', 'Version one.\n')], evidence: [] });
+  await s.publish({ partition: 'private', actor: 'agent', records: [page('kind: page\nid: rec-glossary\nrevision: 1\ntitle: Glossary\ntags: [ref]', 'Version two.\n')], evidence: [] });
+  await s.publish({ partition: 'private', actor: 'operator', records: [page('kind: page\nid: rec-glossary\nrevision: 2\ntitle: Glossary\ntags: [ref]', 'Version three, about lanterns.\n')], evidence: [] });
+  await s.publish({
+    partition: 'private',
+    actor: 'agent',
+    records: [page('kind: claim\nclaim_kind: decision\nid: rec-claim\ntitle: We use SQLite\ntags: [storage]\ndependencies: [rec-glossary]', 'Decided at the review. See [[rec-glossary]].\n')],
+    evidence: [{ name: 'review.txt', bytes: notes, attribution: 'design review' }],
+  });
+  await s.publish({ partition: 'conversation:chat1', actor: 'agent', records: [page('kind: page\nid: rec-chat\ntitle: Chat notes', 'Lanterns again.\n')], evidence: [] });
+}
+
+async function json(res: Response | Promise<Response>) {
+  const r = await res;
+  return { status: r.status, body: (await r.json()) as Record<string, unknown> & { error?: { code: string; message: string } } };
+}
+
+const WRITE = { method: 'POST', headers: { 'X-Knowledge-Request': '1' } } as const;
+
+describe('[READ-1] records, lookup and search over HTTP', () => {
+  it('lists records, filters them, and reads one with its evidence and backlinks', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    const all = await json(app.request('/api/records'));
+    expect(all.status).toBe(200);
+    expect(all.body.total).toBe(3);
+    const claims = await json(app.request('/api/records?kind=claim'));
+    expect((claims.body.records as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-claim']);
+    const chat = await json(app.request('/api/records?partition=conversation%3Achat1'));
+    expect((chat.body.records as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-chat']);
+
+    const claim = await json(app.request('/api/records/rec-claim'));
+    expect(claim.status).toBe(200);
+    expect(claim.body).toMatchObject({ record: { id: 'rec-claim', kind: 'claim', revision: 1 }, links: ['rec-glossary'] });
+    const ev = (claim.body.evidence as Array<{ known: boolean; path: string; size: number }>)[0]!;
+    expect(ev).toMatchObject({ known: true, size: NOTES.length, mediaType: expect.stringMatching(/^text\/plain/) });
+    expect(ev.path).toMatch(/^private\/evidence\/.+\/review\.txt$/);
+    const glossary = await json(app.request('/api/records/rec-glossary'));
+    expect((glossary.body.backlinks as Array<{ id: string }>).map((b) => b.id)).toEqual(['rec-claim']);
+  });
+
+  it('looks up by title and searches with filters', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    expect((await json(app.request('/api/lookup?key=glossary'))).body).toMatchObject({ status: 'found', record: { id: 'rec-glossary' } });
+    expect((await json(app.request('/api/lookup?key=nothing%20here'))).body).toEqual({ status: 'missing' });
+    const hits = await json(app.request('/api/search?q=lanterns'));
+    expect(hits.status).toBe(200);
+    expect((hits.body.results as Array<{ id: string }>).map((r) => r.id).sort()).toEqual(['rec-chat', 'rec-glossary']);
+    const tagged = await json(app.request('/api/search?q=lanterns&tag=ref'));
+    expect((tagged.body.results as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-glossary']);
+    const future = await json(app.request('/api/search?q=lanterns&after=2999-01-01'));
+    expect(future.body.total).toBe(0);
+  });
+
+  it('answers unknown record ids with 404 E_NOT_FOUND, including path-traversal attempts', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    for (const path of [
+      '/api/records/no-such-record',
+      '/api/records/..%2F..%2Fstate.sqlite',
+      '/api/records/%2e%2e',
+      '/api/records/..%2Fvault.json/history',
+      '/api/records/%00',
+    ]) {
+      const r = await json(app.request(path));
+      expect(r.status, path).toBe(404);
+      expect(r.body.error?.code, path).toBe('E_NOT_FOUND');
+    }
+    expect((await json(app.request('/api/no-such-route'))).body.error?.code).toBe('E_NOT_FOUND');
+  });
+
+  it('answers malformed query parameters with 400 E_VALIDATION and oversized ones with 413 E_TOO_LARGE', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    for (const path of [
+      '/api/records?kind=essay',
+      '/api/records?limit=0',
+      '/api/records?limit=-1',
+      '/api/records?limit=1e3',
+      '/api/records?offset=abc',
+      '/api/records?partition=..%2Fprivate',
+      '/api/records?lifecyle=active',
+      '/api/records?kind=page&kind=claim',
+      '/api/search',
+      '/api/search?q=x&mode=regex',
+      '/api/search?q=x&after=yesterday',
+      `/api/search?q=${'a'.repeat(501)}`,
+      '/api/lookup',
+      '/api/activity?limit=100000',
+      '/api/records/rec-glossary/diff?from=HEAD~1&to=HEAD',
+      '/api/records/rec-glossary/diff?from=' + 'a'.repeat(40),
+    ]) {
+      const r = await json(app.request(path));
+      expect(r.status, path).toBe(400);
+      expect(r.body.error?.code, path).toBe('E_VALIDATION');
+    }
+    const huge = await json(app.request(`/api/search?q=${'a'.repeat(5000)}`));
+    expect(huge.status).toBe(413);
+    expect(huge.body.error?.code).toBe('E_TOO_LARGE');
+  });
+});
+
+describe('[READ-2] history and diffs over HTTP', () => {
+  it('lists every committed version with its actor and diffs any two', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    const h = await json(app.request('/api/records/rec-glossary/history'));
+    expect(h.status).toBe(200);
+    const versions = h.body.versions as Array<{ commit: string; actor: string; revision: number }>;
+    expect(versions.map((v) => [v.revision, v.actor])).toEqual([[3, 'operator'], [2, 'agent'], [1, 'operator']]);
+    const d = await json(app.request(`/api/records/rec-glossary/diff?from=${versions[2]!.commit}&to=${versions[0]!.commit}`));
+    expect(d.status).toBe(200);
+    const patch = d.body.patch as string;
+    expect(patch).toContain('-Version one.');
+    expect(patch).toContain('+Version three, about lanterns.');
+    expect(patch).toContain('-revision: 1');
+    expect(patch).toContain('+revision: 3');
+    // A commit of the vault that is not a version of this record.
+    const claimHistory = await json(app.request('/api/records/rec-claim/history'));
+    const other = (claimHistory.body.versions as Array<{ commit: string }>)[0]!.commit;
+    const wrong = await json(app.request(`/api/records/rec-glossary/diff?from=${other}&to=${versions[0]!.commit}`));
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error?.code).toBe('E_VALIDATION');
+  });
+});
+
+describe('[SURF-2][GIT-16] Activity & issues and retry over HTTP', () => {
+  it('shows a pending checkpoint with its reason; resume needs the same-origin header; after the fix it is committed', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    const receipt = await s.publish({ partition: 'private', actor: 'agent', records: [page('kind: page\nid: rec-late\ntitle: Late')], evidence: [] });
+    expect(receipt.git.state).toBe('pending');
+
+    const act = await json(app.request('/api/activity'));
+    const entries = act.body as unknown as Array<{ id: string; kind: string; git: { state: string; code?: string; reason?: string } }>;
+    const entry = entries.find((e) => e.id === receipt.publicationId)!;
+    expect(entry.git).toMatchObject({ state: 'pending', code: 'locked' });
+    expect(entry.git.reason).toContain('index.lock');
+
+    // Cross-site attempts are refused and change nothing.
+    const noHeader = await json(app.request(`/api/publications/${receipt.publicationId}/resume`, { method: 'POST' }));
+    expect(noHeader.status).toBe(403);
+    expect(noHeader.body.error?.code).toBe('E_DENIED');
+    const foreign = await json(app.request(`/api/publications/${receipt.publicationId}/resume`, { method: 'POST', headers: { 'X-Knowledge-Request': '1', Origin: 'http://evil.example' } }));
+    expect(foreign.status).toBe(403);
+    expect(await json(app.request(`/api/publications/${receipt.publicationId}/resume`, { method: 'GET' }))).toMatchObject({ status: 404 });
+
+    // Still locked: resume answers 200 with the same pending state, and the lock is left alone [GIT-19].
+    const still = await json(app.request(`/api/publications/${receipt.publicationId}/resume`, WRITE));
+    expect(still.status).toBe(200);
+    expect(still.body.git).toMatchObject({ state: 'pending', code: 'locked' });
+    expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(true);
+
+    rmSync(join(vault, '.git', 'index.lock'));
+    const done = await json(app.request(`/api/publications/${receipt.publicationId}/resume`, WRITE));
+    expect(done.status).toBe(200);
+    expect(done.body.git).toMatchObject({ state: 'committed' });
+    const commit = (done.body.git as { commit: string }).commit;
+    expect(userGit(sb, vault, ['log', '-1', '--format=%H']).trim()).toBe(commit);
+    const after = (await json(app.request('/api/activity'))).body as unknown as typeof entries;
+    expect(after.find((e) => e.id === receipt.publicationId)!.git).toEqual({ state: 'committed', commit });
+    expect((await json(app.request(`/api/publications/${receipt.publicationId}`))).body.git).toEqual({ state: 'committed', commit });
+  });
+
+  it('two concurrent retries commit the waiting checkpoint once', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    const a = await s.publish({ partition: 'private', actor: 'agent', records: [page('kind: page\ntitle: Waiting A')], evidence: [] });
+    const b = await s.publish({ partition: 'private', actor: 'agent', records: [page('kind: page\ntitle: Waiting B')], evidence: [] });
+    rmSync(join(vault, '.git', 'index.lock'));
+    const before = Number(userGit(sb, vault, ['rev-list', '--count', 'HEAD']).trim());
+    // Retries from two tabs at once: both drain the same outbox; the Gateway runs them one after the other.
+    const [ra, rb, ra2, rb2] = await Promise.all([
+      json(app.request(`/api/publications/${b.publicationId}/resume`, WRITE)),
+      json(app.request(`/api/publications/${a.publicationId}/resume`, WRITE)),
+      json(app.request(`/api/publications/${b.publicationId}/resume`, WRITE)),
+      json(app.request(`/api/publications/${a.publicationId}/resume`, WRITE)),
+    ]);
+    for (const r of [ra, rb, ra2, rb2]) expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(ra.body.git).toMatchObject({ state: 'committed' });
+    expect(rb.body.git).toMatchObject({ state: 'committed' });
+    expect(ra2.body.git).toEqual(ra.body.git);
+    expect(rb2.body.git).toEqual(rb.body.git);
+    expect(Number(userGit(sb, vault, ['rev-list', '--count', 'HEAD']).trim())).toBe(before + 2);
+    // In queue order [GIT-5]: A's commit is B's parent.
+    expect(userGit(sb, vault, ['rev-parse', `${(ra.body.git as { commit: string }).commit}^`]).trim()).toBe((rb.body.git as { commit: string }).commit);
+  });
+
+  it('runs a scan: observes an external edit, reports validation findings, and keeps its receipt', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    const first = await json(app.request('/api/scan', { ...WRITE, headers: { ...WRITE.headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ partition: 'private' }) }));
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    appendFileSync(join(vault, 'private', 'pages', 'glossary.md'), '\nEdited outside.\n');
+    writeFileSync(join(vault, 'private', 'pages', 'broken.md'), '---\nkind: [unclosed\n---\n');
+    const scan = await json(app.request('/api/scan', WRITE));
+    expect(scan.status).toBe(200);
+    expect(scan.body.modified).toContain('private/pages/glossary.md');
+    const diags = scan.body.diagnostics as Array<{ path: string; code: string }>;
+    expect(diags.some((d) => d.path === 'private/pages/broken.md')).toBe(true);
+    expect(scan.body.git).toMatchObject({ state: 'committed' });
+    const kept = await json(app.request(`/api/scans/${scan.body.scanId as string}`));
+    expect(kept.status).toBe(200);
+    expect(kept.body.scanId).toBe(scan.body.scanId);
+    const act = (await json(app.request('/api/activity'))).body as unknown as Array<{ id: string; kind: string; detail: { diagnostics: number } }>;
+    expect(act.find((e) => e.id === scan.body.scanId)).toMatchObject({ kind: 'scan' });
+  });
+
+  it('refuses malformed and oversized write bodies, and unknown ids', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    const post = (path: string, body: string) => json(app.request(path, { ...WRITE, headers: { ...WRITE.headers, 'Content-Type': 'application/json' }, body }));
+    expect(await post('/api/scan', '{not json')).toMatchObject({ status: 400, body: { error: { code: 'E_VALIDATION' } } });
+    expect(await post('/api/scan', '{"partition": "private", "path": "/etc"}')).toMatchObject({ status: 400, body: { error: { code: 'E_VALIDATION' } } });
+    expect(await post('/api/scan', '{"partition": "../../etc"}')).toMatchObject({ status: 400, body: { error: { code: 'E_VALIDATION' } } });
+    expect(await post('/api/scan', JSON.stringify({ partition: 'x'.repeat(40_000) }))).toMatchObject({ status: 413, body: { error: { code: 'E_TOO_LARGE' } } });
+    expect(await post('/api/publications/pub-nope/resume', '')).toMatchObject({ status: 404, body: { error: { code: 'E_NOT_FOUND' } } });
+    expect(await post('/api/attachments/att-nope/resume', '')).toMatchObject({ status: 404, body: { error: { code: 'E_NOT_FOUND' } } });
+  });
+
+  it('a read-only store serves reads and refuses writes with E_READ_ONLY', async () => {
+    expect(cli(sb, ['init', 'ro', '--read-only']).code).toBe(0);
+    svc = KnowledgeService.open(join(sb.dir, 'ro'), { write: true, env: sb.env });
+    const app = createApp(svc);
+    expect((await json(app.request('/api/records'))).status).toBe(200);
+    expect(await json(app.request('/api/scan', WRITE))).toMatchObject({ status: 403, body: { error: { code: 'E_READ_ONLY' } } });
+  });
+});
+
+describe('[SURF-2] tokens, hosts and the page', () => {
+  it('with a token, every API route needs Authorization: Bearer <token> (401 otherwise); the page files carry no data and need none', async () => {
+    const s = openService();
+    await seed(s);
+    const token = 'tok-0123456789abcdef';
+    const app = createApp(s, { token });
+    const none = await app.request('/api/records');
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    expect(((await none.json()) as { error: { code: string } }).error.code).toBe('E_UNAUTHORIZED');
+    expect((await app.request('/api/records', { headers: { Authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(401);
+    expect((await app.request('/api/store', { headers: { Authorization: `Basic ${token}` } })).status).toBe(401);
+    // A token in the query string is not a credential (it would end up in logs and history).
+    expect((await app.request(`/api/records?token=${token}`)).status).toBe(401);
+    expect((await app.request('/api/records', { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
+    // Writes need the token too, before anything else is looked at.
+    expect((await app.request('/api/scan', WRITE)).status).toBe(401);
+    expect((await app.request('/')).status).toBe(200);
+  });
+
+  it('answers only Host headers it was told to (DNS rebinding)', async () => {
+    const s = openService();
+    const app = createApp(s, { allowedHosts: ['127.0.0.1:8484'] });
+    expect((await app.request('http://127.0.0.1:8484/api/records')).status).toBe(200);
+    const r = await json(app.request('http://attacker.example:8484/api/records'));
+    expect(r.status).toBe(403);
+    expect(r.body.error?.code).toBe('E_DENIED');
+  });
+
+  it('serves the page from a fixed table with a strict CSP, and nothing else from disk', async () => {
+    const s = openService();
+    const app = createApp(s);
+    const index = await app.request('/');
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-type')).toMatch(/^text\/html/);
+    const csp = index.headers.get('content-security-policy')!;
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("connect-src 'self'");
+    const html = await index.text();
+    // No external resources in the page itself.
+    expect(html).not.toMatch(/(?:src|href)="(?:https?:)?\/\//);
+    expect((await app.request('/app.js')).headers.get('content-type')).toMatch(/^text\/javascript/);
+    for (const path of ['/../package.json', '/%2e%2e/package.json', '/app.js/../../package.json', '/page/app.js', '/src/gateway/app.ts', '/..%2f..%2fpackage.json', '/state.sqlite', '/vault/vault.json']) {
+      const r = await app.request(path);
+      expect(r.status, path).toBe(404);
+      expect(await r.text(), path).not.toContain('"dependencies"');
+    }
+  });
+
+  it('a store that becomes unavailable while serving answers 503 E_UNAVAILABLE, then recovers when it is back', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    renameSync(vault, `${vault}.moved`);
+    for (const path of ['/api/records', '/api/records/rec-claim', '/api/search?q=lanterns', '/api/activity']) {
+      const r = await json(app.request(path));
+      expect(r.status, path).toBe(503);
+      expect(r.body.error?.code, path).toBe('E_UNAVAILABLE');
+    }
+    expect((await app.request('/api/scan', WRITE)).status).toBe(503);
+    // The page itself still loads and shows the error state.
+    expect((await app.request('/')).status).toBe(200);
+    renameSync(`${vault}.moved`, vault);
+    expect((await app.request('/api/records')).status).toBe(200);
+    renameSync(join(store, 'state.sqlite'), join(store, 'state.moved'));
+    expect((await json(app.request('/api/records'))).body.error?.code).toBe('E_UNAVAILABLE');
+    renameSync(join(store, 'state.moved'), join(store, 'state.sqlite'));
+    expect((await app.request('/api/records')).status).toBe(200);
+  });
+});
+
+/** GET over real HTTP with an explicit Host header (fetch may not set it). */
+function rawGet(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolveGet, reject) => {
+    const req = httpRequest(url, { headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { body += c; });
+      res.on('end', () => resolveGet({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('[LAY-4] the Gateway owns the store while it runs', () => {
+  it('holds the writer lock: a second Gateway and a writing CLI command get E_LOCKED naming it; after close, writes work', async () => {
+    const gw = await startGateway({ storeDir: store, port: 0, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    gateways.push(gw);
+    const res = await fetch(`${gw.origin}/api/records`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toContain("default-src 'none'");
+
+    // A second Gateway (another process) is refused, told who holds the store.
+    const second = cli(sb, ['serve', '--store', 'st', '--port', '0']);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toMatch(/^E_LOCKED: .*knowledge serve/);
+    expect(second.stderr).toContain(`pid ${process.pid}`);
+
+    writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: While served\n---\nx\n');
+    const blocked = cli(sb, ['publish', '--store', 'st', 'n.md']);
+    expect(blocked.code).toBe(1);
+    expect(blocked.stderr).toMatch(/^E_LOCKED: .*knowledge serve/);
+    // Reading commands still work beside it.
+    expect(cli(sb, ['list', '--store', 'st']).code).toBe(0);
+
+    await gw.close();
+    expect(cli(sb, ['publish', '--store', 'st', 'n.md']).code).toBe(0);
+  });
+
+  it('knowledge serve runs as a process, prints its URL, refuses foreign Host headers, and releases the store on SIGTERM', async () => {
+    const child = spawn(process.execPath, [cliPath, 'serve', '--store', 'st', '--port', '0'], { cwd: sb.dir, env: sb.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (c) => { out += c; });
+    child.stderr!.on('data', (c) => { err += c; });
+    const url = await new Promise<string>((resolveUrl, reject) => {
+      const t = setTimeout(() => reject(new Error(`no URL printed: ${out} ${err}`)), 15_000);
+      child.stdout!.on('data', () => {
+        const m = /open (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out);
+        if (m) { clearTimeout(t); resolveUrl(m[1]!); }
+      });
+      child.on('exit', (code) => { clearTimeout(t); reject(new Error(`serve exited ${code}: ${err}`)); });
+    });
+    const ok = await rawGet(`${url}api/records`);
+    expect(ok.status).toBe(200);
+    const page = await rawGet(url);
+    expect(page.body).toContain('Activity &amp; issues');
+    const rebound = await rawGet(`${url}api/records`, { Host: `attacker.example:${new URL(url).port}` });
+    expect(rebound.status).toBe(403);
+    writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: After\n---\nx\n');
+    expect(cli(sb, ['publish', '--store', 'st', 'n.md']).stderr).toMatch(/^E_LOCKED/);
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(cli(sb, ['publish', '--store', 'st', 'n.md']).code).toBe(0);
+  });
+
+  it('refuses to bind beyond loopback without a token, and enforces the token when given', async () => {
+    const noToken = cli(sb, ['serve', '--store', 'st', '--host', '0.0.0.0', '--port', '0']);
+    expect(noToken.code).toBe(2);
+    expect(noToken.stderr).toMatch(/^E_USAGE: .*--token/);
+    expect(cli(sb, ['serve', '--store', 'st', '--token', 'short']).code).toBe(2);
+    expect(cli(sb, ['serve', '--store', 'st', '--port', '70000']).code).toBe(2);
+    expect(cli(sb, ['serve', '--store', 'st', '--port', 'http']).code).toBe(2);
+
+    const token = 'tok-0123456789abcdef';
+    const gw = await startGateway({ storeDir: store, host: '127.0.0.1', port: 0, token, env: sb.env });
+    gateways.push(gw);
+    expect(gw.url).toBe(`${gw.origin}/#token=${token}`);
+    expect((await fetch(`${gw.origin}/api/records`)).status).toBe(401);
+    expect((await fetch(`${gw.origin}/api/records`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
+    // With a token, the Host check is the token's job: any Host with the token is answered.
+    expect((await rawGet(`${gw.origin}/api/records`, { Host: 'kb.example:1', Authorization: `Bearer ${token}` })).status).toBe(200);
+  });
+});
