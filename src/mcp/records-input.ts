@@ -1,0 +1,131 @@
+/**
+ * Pure half of the write tools: turn tool arguments into the core's
+ * `PublishRequest` parts — record files as a caller writes them (Appendix A)
+ * and evidence originals. No I/O. The output depends only on the input, so
+ * a retry with the same request id produces the same request hash [PUB-5].
+ */
+import YAML from 'yaml';
+import { KnowledgeError } from '../errors.js';
+import { sha256Hex } from '../records/record.js';
+import { sourceIdFor } from '../evidence/source.js';
+import type { EvidenceInput } from '../publish/types.js';
+import { MCP_LIMITS, type EvidenceItemInput, type MarkdownRecordInput, type RememberInput, type StructuredRecordInput } from './schemas.js';
+
+/** Frontmatter keys with their own tool field (or owned by the store): never set through `fields`. */
+const STANDARD_KEYS = new Set([
+  'format', 'id', 'revision', 'kind', 'title', 'scope', 'recorded_at', 'updated_at', 'lifecycle', 'aliases', 'tags',
+  'dependencies', 'evidence', 'claim_kind', 'relationship_type', 'from', 'to',
+]);
+
+const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** Strict base64 (no whitespace, correct padding): Buffer.from alone would silently skip bad characters. */
+export function decodeBase64(text: string, what: string): Buffer {
+  if (!BASE64_RE.test(text)) throw new KnowledgeError('E_VALIDATION', `${what} is not valid base64 (A-Z a-z 0-9 + /, padded with =, no whitespace)`);
+  return Buffer.from(text, 'base64');
+}
+
+function bad(message: string): never {
+  throw new KnowledgeError('E_VALIDATION', message);
+}
+
+/** Inline evidence items → originals; citations may name them by file name. */
+export function evidenceFromItems(items: readonly EvidenceItemInput[]): { evidence: EvidenceInput[]; sourceByName: Map<string, string> } {
+  const evidence: EvidenceInput[] = [];
+  const sourceByName = new Map<string, string>();
+  let total = 0;
+  items.forEach((item, i) => {
+    const label = `evidence #${i + 1} (${JSON.stringify(item.name)})`;
+    if (/[/\\]/.test(item.name) || item.name === '.' || item.name === '..') bad(`${label}: name must be a plain file name, without directories`);
+    if (sourceByName.has(item.name)) bad(`${label}: two evidence items are named ${JSON.stringify(item.name)}; citations could not tell them apart`);
+    if ((item.text === undefined) === (item.base64 === undefined)) bad(`${label}: give exactly one of "text" or "base64"`);
+    const bytes = item.text !== undefined ? Buffer.from(item.text, 'utf8') : decodeBase64(item.base64!, `${label} base64`);
+    total += bytes.length;
+    if (total > MCP_LIMITS.inlineEvidenceBytes) {
+      throw new KnowledgeError(
+        'E_TOO_LARGE',
+        `inline evidence of one call is limited to ${MCP_LIMITS.inlineEvidenceBytes} bytes; send larger originals with knowledge_attach_file or knowledge_attach, then cite their source id`,
+      );
+    }
+    const ev: EvidenceInput = { name: item.name, bytes };
+    if (item.media_type !== undefined) ev.mediaType = item.media_type;
+    if (item.attribution !== undefined) ev.attribution = item.attribution;
+    evidence.push(ev);
+    sourceByName.set(item.name, sourceIdFor(sha256Hex(bytes)));
+  });
+  return { evidence, sourceByName };
+}
+
+function citationsOf(rec: StructuredRecordInput, sourceByName: ReadonlyMap<string, string>, label: string): Array<Record<string, unknown>> | undefined {
+  if (rec.evidence === undefined) return undefined;
+  return rec.evidence.map((c, j) => {
+    const where = `${label} evidence[${j}]`;
+    if ((c.source === undefined) === (c.file === undefined)) bad(`${where}: give exactly one of "source" or "file"`);
+    let source = c.source;
+    if (c.file !== undefined) {
+      source = sourceByName.get(c.file);
+      if (source === undefined) bad(`${where}: no evidence item of this call is named ${JSON.stringify(c.file)}`);
+    }
+    const out: Record<string, unknown> = { source };
+    if (c.lines !== undefined) out.lines = [...c.lines];
+    if (c.quote !== undefined) out.quote = c.quote;
+    return out;
+  });
+}
+
+/** A record given as fields → the record file text (YAML 1.2 frontmatter + body). */
+export function structuredRecordText(rec: StructuredRecordInput, sourceByName: ReadonlyMap<string, string>, label: string): string {
+  const fm: Record<string, unknown> = {};
+  const put = (k: string, v: unknown) => {
+    if (v !== undefined) fm[k] = v;
+  };
+  put('id', rec.id);
+  put('revision', rec.revision);
+  put('kind', rec.kind);
+  put('claim_kind', rec.claim_kind);
+  put('relationship_type', rec.relationship_type);
+  put('from', rec.from);
+  put('to', rec.to);
+  put('title', rec.title);
+  put('lifecycle', rec.lifecycle);
+  put('aliases', rec.aliases);
+  put('tags', rec.tags);
+  put('dependencies', rec.dependencies);
+  put('evidence', citationsOf(rec, sourceByName, label));
+  const extra = Object.entries(rec.fields ?? {});
+  if (extra.length > MCP_LIMITS.extraFields) throw new KnowledgeError('E_TOO_LARGE', `${label}: at most ${MCP_LIMITS.extraFields} extra fields`);
+  for (const [k, v] of extra) {
+    if (STANDARD_KEYS.has(k)) bad(`${label}: fields.${k} is a standard key; use the "${k}" argument (store-owned keys cannot be set)`);
+    if (v === undefined) continue;
+    fm[k] = v;
+  }
+  const yaml = YAML.stringify(fm, { version: '1.2', lineWidth: 0 });
+  return `---\n${yaml}---\n${rec.body ?? ''}`;
+}
+
+export function isMarkdownRecord(r: MarkdownRecordInput | StructuredRecordInput): r is MarkdownRecordInput {
+  return 'markdown' in r;
+}
+
+/** Records of a publish call → record file texts, in order. */
+export function recordTexts(records: ReadonlyArray<MarkdownRecordInput | StructuredRecordInput>, sourceByName: ReadonlyMap<string, string>): string[] {
+  return records.map((r, i) => (isMarkdownRecord(r) ? r.markdown : structuredRecordText(r, sourceByName, `record #${i + 1}`)));
+}
+
+/** knowledge_remember: one claim citing its source text. */
+export function rememberParts(input: RememberInput): { records: string[]; evidence: EvidenceInput[] } {
+  const name = input.source_name ?? 'source.txt';
+  const { evidence, sourceByName } = evidenceFromItems([
+    { name, text: input.source_text, ...(input.attribution !== undefined ? { attribution: input.attribution } : {}) },
+  ]);
+  const rec: StructuredRecordInput = {
+    kind: 'claim',
+    title: input.claim,
+    claim_kind: input.claim_kind ?? 'fact',
+    evidence: [{ file: name, ...(input.quote !== undefined ? { quote: input.quote } : {}) }],
+  };
+  if (input.details !== undefined) rec.body = input.details;
+  if (input.tags !== undefined) rec.tags = input.tags;
+  if (input.aliases !== undefined) rec.aliases = input.aliases;
+  return { records: [structuredRecordText(rec, sourceByName, 'claim')], evidence };
+}
