@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'E_NOT_FOUND'
   | 'E_USAGE'
   | 'E_TOO_LARGE'
+  | 'E_UNAUTHORIZED'
   | 'E_IO'
   | 'E_INTERNAL';
 
@@ -49,6 +50,7 @@ export const httpStatus: Record<ErrorCode, number> = {
   E_READ_ONLY: 403,
   E_NOT_FOUND: 404,
   E_TOO_LARGE: 413,
+  E_UNAUTHORIZED: 401,
   E_IO: 500,
   E_INTERNAL: 500,
 };

@@ -14,9 +14,12 @@ export type CrashPoint =
   | 'after-record-commit'
   // Attachments [ATT-1, ATT-2]
   | 'attach-mid-upload'
-  | 'attach-mid-assembly'
+  | 'attach-before-chunk-commit'
   | 'attach-after-install'
-  | 'attach-after-acknowledge';
+  | 'attach-after-acknowledge'
+  // Scans [SCAN-3]
+  | 'scan-mid-stage'
+  | 'scan-after-enqueue';
 
 export function crashPoint(name: CrashPoint): void {
   if (process.env.KNOWLEDGE_CRASH_AT === name) process.kill(process.pid, 'SIGKILL');

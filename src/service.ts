@@ -6,6 +6,7 @@
  */
 import { KnowledgeError, isKnowledgeError } from './errors.js';
 import { openStore, type Store } from './store/store.js';
+import { isDirectory, isFile } from './fsutil.js';
 import { GitRunner, type GitRunnerOptions } from './git/runner.js';
 import { checkRequestShape, newPublicationId, planPublication, requestHash } from './publish/validate.js';
 import { journal, loadJournal } from './publish/journal.js';
@@ -13,8 +14,26 @@ import { install } from './publish/install.js';
 import { acknowledge } from './publish/acknowledge.js';
 import type { PublicationReceipt, PublishRequest } from './publish/types.js';
 import { batchGitState, drainOutbox } from './checkpoint/outbox.js';
+import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
 import { crashPoint } from './faults.js';
+import { canAccessPartition, readablePartitions, requireNotSandboxed, type Caller } from './access.js';
+import { parseListQuery, parseLookupKey, parseSearchQuery, isFullCommitId } from './read/query.js';
+import { lookupRecord } from './read/lookup.js';
+import { searchRecords } from './read/search.js';
+import { listRecords } from './read/inventory.js';
+import { readRecordView, requireVisible } from './read/record.js';
+import { diffVersions, readHistory } from './read/history.js';
+import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
+import { checkStartRequest } from './attach/request.js';
+import { appendChunk, loadAttachment, startUpload, statusOf } from './attach/upload.js';
+import { completeUpload } from './attach/complete.js';
+import { uploadFile } from './attach/from-file.js';
+import { attachmentActivity, attachmentReceipt } from './attach/receipt.js';
+import type { AttachFileOptions, AttachFileResult, AttachmentReceipt, AttachmentStatus, AttachStartRequest } from './attach/types.js';
+import { runScan } from './scan/scan.js';
+import { scanActivity, scanReceipt } from './scan/receipt.js';
+import type { ScanProgress, ScanReceipt } from './scan/types.js';
 
 export interface ServiceOptions {
   /** Take the single-writer lock (every command that may write). */
@@ -50,6 +69,18 @@ export class KnowledgeService {
 
   close(): void {
     this.store.close();
+  }
+
+  /**
+   * [LAY-3] E_UNAVAILABLE when the vault, its manifest or state.sqlite has
+   * vanished since the store was opened. A long-running process (the
+   * Gateway) calls it per request: an open database handle would otherwise
+   * keep answering for files that are gone.
+   */
+  checkAvailable(): void {
+    const p = this.store.paths;
+    const missing = [!isDirectory(p.vault) && 'vault directory', !isFile(p.manifest) && 'vault/vault.json', !isFile(p.database) && 'state.sqlite'].filter(Boolean);
+    if (missing.length) throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: missing ${missing.join(', ')}`);
   }
 
   private requireWriter(): void {
@@ -126,15 +157,23 @@ export class KnowledgeService {
     return this.publicationReceipt(publicationId);
   }
 
+  /**
+   * Check the store's outbox and receipts against the vault's repository
+   * (read-only; problems carry stable codes). See src/checkpoint/verify.ts.
+   */
+  async verify(): Promise<VerifyReport> {
+    return verifyStore(this.store, this.runner);
+  }
+
   /** [GIT-16] retry one publication's checkpoint, committing every earlier waiting batch first. */
   async resume(publicationId: string): Promise<PublicationReceipt> {
     this.requireWriter();
-    const row = this.store.db.prepare('SELECT status, batch_id FROM publications WHERE publication_id = ? OR request_id = ?').get(publicationId, publicationId) as
-      | { status: string; batch_id: number | null }
+    const row = this.store.db.prepare('SELECT publication_id, status, batch_id FROM publications WHERE publication_id = ? OR request_id = ?').get(publicationId, publicationId) as
+      | { publication_id: string; status: string; batch_id: number | null }
       | undefined;
     if (!row) throw new KnowledgeError('E_NOT_FOUND', `no publication ${publicationId}`);
     let batchId = row.batch_id;
-    if (row.status === 'journaled') batchId = this.settle(publicationId);
+    if (row.status === 'journaled') batchId = this.settle(row.publication_id);
     if (batchId !== null) await drainOutbox(this.store, this.runner, { through: batchId });
     return this.publicationReceipt(publicationId);
   }
@@ -153,13 +192,163 @@ export class KnowledgeService {
     return receipt;
   }
 
+  /**
+   * Start a chunked upload, or resume the one this request id started [ATT-1]:
+   * the status says which offset to send next. Other arguments under the same
+   * request id are E_CONFLICT.
+   */
+  attachStart(req: AttachStartRequest): AttachmentStatus {
+    this.requireWriter();
+    return statusOf(startUpload(this.store.db, checkStartRequest(req), new Date().toISOString()));
+  }
+
+  /** Commit one chunk at `offset` (in order; a retried chunk is not stored twice) [ATT-1]. */
+  attachChunk(id: string, offset: number, bytes: Buffer): AttachmentStatus {
+    this.requireWriter();
+    return statusOf(appendChunk(this.store, id, offset, bytes, new Date().toISOString()));
+  }
+
+  /** Where an upload stands, by attachment id or request id. */
+  attachStatus(id: string): AttachmentStatus {
+    return statusOf(loadAttachment(this.store.db, id));
+  }
+
+  /**
+   * Verify, assemble, install and acknowledge a fully received upload
+   * [ATT-2], then checkpoint it [GIT-9]. Completing a completed attachment
+   * retries its checkpoint and returns the same receipt.
+   */
+  async attachComplete(id: string): Promise<AttachmentReceipt> {
+    this.requireWriter();
+    const row = completeUpload(this.store, id);
+    if (row.batch_id !== null) await drainOutbox(this.store, this.runner, { through: row.batch_id });
+    return attachmentReceipt(this.store.db, row.attachment_id);
+  }
+
+  /** Attach a regular file under `opts.allowedRoot`, streamed in chunks; resumes under the same request id [ATT-3]. */
+  async attachFile(path: string, opts: AttachFileOptions): Promise<AttachFileResult> {
+    this.requireWriter();
+    const up = uploadFile(this.store, path, opts);
+    try {
+      return { receipt: await this.attachComplete(up.attachmentId), resumedFrom: up.resumedFrom, sentBytes: up.sentBytes };
+    } catch (err) {
+      if (isKnowledgeError(err) && err.code === 'E_IO') {
+        throw new KnowledgeError('E_IO', `${err.message} (request id ${up.requestId})`, err.details);
+      }
+      throw err;
+    }
+  }
+
+  /** A completed attachment's receipt by attachment id or request id. */
+  attachmentReceipt(id: string): AttachmentReceipt {
+    return attachmentReceipt(this.store.db, id);
+  }
+
+  // ---------------------------------------------------------------------------
+  // Writes on behalf of a caller [SURF-3] (agent tools): the caller's identity
+  // decides the partition it may write and the actor label; a publication or
+  // attachment outside its partitions reads as E_NOT_FOUND, never leaked.
+
+  /** Publish as `caller`: sandboxed callers, and partitions the caller may not touch, are E_DENIED. */
+  async publishAs(caller: Caller, req: Omit<PublishRequest, 'actor'>): Promise<PublicationReceipt> {
+    requireNotSandboxed(caller);
+    if (!canAccessPartition(caller, req.partition)) {
+      throw new KnowledgeError('E_DENIED', `partition ${req.partition} is not writable by this caller`);
+    }
+    return this.publish({ ...req, actor: caller.kind === 'agent' ? 'agent' : 'operator' });
+  }
+
+  /** [GIT-16] Retry a publication's or attachment's checkpoint (by id or request id) as `caller`. */
+  async resumeAs(caller: Caller, id: string): Promise<PublicationReceipt | AttachmentReceipt> {
+    requireNotSandboxed(caller);
+    const pub = this.store.db.prepare('SELECT publication_id, partition FROM publications WHERE publication_id = ? OR request_id = ?').get(id, id) as
+      | { publication_id: string; partition: string }
+      | undefined;
+    if (pub && canAccessPartition(caller, pub.partition)) return this.resume(pub.publication_id);
+    const att = this.store.db.prepare('SELECT attachment_id, partition FROM attachments WHERE attachment_id = ? OR request_id = ?').get(id, id) as
+      | { attachment_id: string; partition: string }
+      | undefined;
+    if (!pub && att && canAccessPartition(caller, att.partition)) return this.attachComplete(att.attachment_id);
+    throw new KnowledgeError('E_NOT_FOUND', `no publication or attachment ${id}`);
+  }
+
+  // ---------------------------------------------------------------------------
+  // Reading [READ-1][READ-2]. Every read takes the caller: records outside its
+  // partitions are never selected, so they read as missing / E_NOT_FOUND and
+  // never leak. Reads take no lock and write nothing.
+
+  /** Readable partitions, after denying sandboxed callers [SURF-3]. */
+  private readScope(caller: Caller) {
+    requireNotSandboxed(caller);
+    return readablePartitions(caller);
+  }
+
+  /** Exact lookup by id, else title, else alias (case-insensitive, NFC). */
+  lookup(caller: Caller, key: string): LookupResult {
+    const scope = this.readScope(caller);
+    return lookupRecord(this.store.db, scope, parseLookupKey(key));
+  }
+
+  /** Keyword search (FTS5, BM25); user text is never FTS5 syntax. E_VALIDATION for bad input. */
+  search(caller: Caller, q: SearchQuery): SearchResult {
+    const scope = this.readScope(caller);
+    return searchRecords(this.store.db, scope, parseSearchQuery(q));
+  }
+
+  /** The exhaustive inventory, updated_at desc then id. A partition the caller may not read is E_DENIED. */
+  listRecords(caller: Caller, q: ListQuery = {}): ListResult {
+    const scope = this.readScope(caller);
+    const parsed = parseListQuery(q);
+    if (parsed.partition && scope !== 'all' && !scope.includes(parsed.partition)) {
+      throw new KnowledgeError('E_DENIED', `partition ${parsed.partition} is not readable by this caller`);
+    }
+    return listRecords(this.store.db, scope, parsed);
+  }
+
+  /** One record with evidence, links and backlinks; E_NOT_FOUND when missing or not visible. */
+  readRecord(caller: Caller, id: string): RecordView {
+    const scope = this.readScope(caller);
+    return readRecordView(this.store.db, this.store.paths.vault, scope, parseLookupKey(id));
+  }
+
+  /** Committed versions of one record from the vault's Git history; never fails on Git. */
+  async recordHistory(caller: Caller, id: string): Promise<RecordHistory> {
+    const scope = this.readScope(caller);
+    const row = requireVisible(this.store.db, scope, parseLookupKey(id));
+    return readHistory(this.runner, this.store.paths.vault, this.store.db, { id: row.id, path: row.path });
+  }
+
+  /** Unified diff between two committed versions (full commit ids listed by recordHistory). */
+  async recordDiff(caller: Caller, id: string, from: string, to: string): Promise<RecordDiff> {
+    if (!isFullCommitId(from) || !isFullCommitId(to)) {
+      throw new KnowledgeError('E_VALIDATION', 'from and to must be full hexadecimal commit ids (40 or 64 characters)');
+    }
+    const history = await this.recordHistory(caller, id);
+    return diffVersions(this.runner, this.store.paths.vault, history, from, to);
+  }
+
+  /**
+   * Observe edits made outside Knowledge in one partition, or in every
+   * partition the caller may scan, and record them as one `external`
+   * checkpoint; waiting checkpoints are retried first [SCAN-1..4, GIT-8, GIT-16].
+   */
+  async scan(opts: { partition?: string; caller?: Caller; onProgress?: (p: ScanProgress) => void } = {}): Promise<ScanReceipt> {
+    this.requireWriter();
+    return runScan(this.store, this.runner, { partition: opts.partition, caller: opts.caller ?? { kind: 'operator' }, onProgress: opts.onProgress });
+  }
+
+  /** A scan's receipt (scans that queued a checkpoint are kept). */
+  scanReceipt(scanId: string): ScanReceipt {
+    return scanReceipt(this.store.db, scanId);
+  }
+
   /** Newest first (Appendix A). */
   activity(limit = 500): ActivityEntry[] {
     const rows = this.store.db.prepare(
       `SELECT p.publication_id, p.created_at, p.actor, p.partition, p.batch_id, p.status, p.failure
        FROM publications p ORDER BY p.created_at DESC, p.rowid DESC LIMIT ?`,
     ).all(limit) as Array<{ publication_id: string; created_at: string; actor: string; partition: string; batch_id: number | null; status: string; failure: string | null }>;
-    return rows.map((r) => ({
+    return rows.map((r): ActivityEntry => ({
       kind: 'publication' as const,
       id: r.publication_id,
       createdAt: r.created_at,
@@ -168,6 +357,8 @@ export class KnowledgeService {
         ? batchGitState(this.store.db, r.batch_id)
         : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
       detail: { partition: r.partition, status: r.status },
-    }));
+    })).concat(attachmentActivity(this.store.db, limit), scanActivity(this.store.db, limit))
+      .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
+      .slice(0, limit);
   }
 }

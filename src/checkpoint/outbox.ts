@@ -7,8 +7,10 @@
 import type { DB } from '../store/db.js';
 import type { Store } from '../store/store.js';
 import type { GitRunner } from '../git/runner.js';
-import { commitBatch, syncIndex } from '../git/checkpoint.js';
-import type { BatchChange, GitState, PendingCode } from '../git/types.js';
+import { commitChain, runIndexJob, type ChainOutcome, type IndexJob, type IndexSyncOutcome } from '../git/checkpoint.js';
+import type { Step } from '../git/index-sync.js';
+import { maintainRepository } from '../git/maintenance.js';
+import type { BatchChange, BatchForCommit, GitState, PendingCode } from '../git/types.js';
 import { crashPoint } from '../faults.js';
 
 export type BatchKind = 'publication' | 'scan' | 'attachment';
@@ -69,30 +71,80 @@ export interface DrainResult {
   blocked: { batchId: number; state: GitState } | null;
 }
 
+export interface DrainOptions {
+  /** Commit up to and including this batch (all queued batches when omitted). */
+  through?: number;
+  /** Most batches per fast-import stream (one chain, one branch update, one index write). */
+  maxChainBatches?: number;
+  /** Most queued bytes per stream; a single larger batch still goes alone. */
+  maxChainBytes?: number;
+  /** Skip the occasional repository maintenance (benchmarks measure it separately). */
+  skipMaintenance?: boolean;
+}
+
+export const CHAIN_MAX_BATCHES = 500;
+/** The first chain of a drain, before its cost per commit is known. */
+const FIRST_CHAIN = 64;
+/** Share of git's timeout one chain is sized to take. */
+const CHAIN_TIME_SHARE = 0.25;
+/** Waits before retrying a lock or a moved branch within one call (ms). */
+const TRANSIENT_RETRY_MS = [10, 40, 120];
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export const CHAIN_MAX_BYTES = 64 * 1024 * 1024;
+
+interface ChunkRow extends BatchRow { size: number }
+
 /**
  * Commit queued batches in order, up to and including `through` (all when
- * omitted). Stops at the first batch Git cannot take: later batches never
- * overtake it [GIT-5]. Nothing here runs inside a write transaction [GIT-4].
+ * omitted). Consecutive batches go to Git as one chain — one fast-import
+ * stream, one compare-and-swap of the branch, one SQLite transaction, one
+ * index update — yet each is its own commit with its own bytes [GIT-7].
+ * Stops at the first batch Git cannot take: later batches never overtake it
+ * [GIT-5]. Nothing here runs inside a write transaction [GIT-4].
  */
-export async function drainOutbox(store: Store, runner: GitRunner, opts: { through?: number } = {}): Promise<DrainResult> {
+export async function drainOutbox(store: Store, runner: GitRunner, opts: DrainOptions = {}): Promise<DrainResult> {
   const db = store.db;
   const result: DrainResult = { committed: [], blocked: null };
   if (!store.settings.writesEnabled) return result; // [GIT-1]
-  await resyncIndexes(store, runner);
+  const vault = store.paths.vault;
+  // An index update a lock or crash interrupted comes first; while it cannot
+  // be made, later ones wait too, so they can be made together, in order.
+  let indexWaits = !(await resyncIndexes(store, runner));
   const through = opts.through ?? Number.MAX_SAFE_INTEGER;
-  const nextQueued = db.prepare("SELECT * FROM batches WHERE state = 'queued' AND batch_id <= ? ORDER BY batch_id LIMIT 1");
-  const loadFiles = db.prepare('SELECT path, deleted, bytes FROM batch_files WHERE batch_id = ? ORDER BY path');
+  const maxBatches = Math.max(1, opts.maxChainBatches ?? CHAIN_MAX_BATCHES);
+  // A chain's cost grows with its length and with the size of the folders it
+  // rewrites (one tree object per commit): start with a modest chain, then size
+  // chains from the measured cost per commit so one stream stays well inside
+  // git's timeout. A chain that still times out is cut down and retried, so
+  // the queue always makes progress down to single batches.
+  let chainLimit = Math.min(maxBatches, FIRST_CHAIN);
+  const maxBytes = Math.max(1, opts.maxChainBytes ?? CHAIN_MAX_BYTES);
+  const nextRows = db.prepare(
+    `SELECT b.*, (SELECT COALESCE(SUM(length(f.bytes)), 0) FROM batch_files f WHERE f.batch_id = b.batch_id) AS size
+     FROM batches b WHERE b.state = 'queued' AND b.batch_id <= ? ORDER BY b.batch_id LIMIT ?`,
+  );
+  const loadFiles = db.prepare('SELECT batch_id, path, deleted, bytes FROM batch_files WHERE batch_id BETWEEN ? AND ? ORDER BY batch_id, path');
+  const lastKnownStmt = db.prepare("SELECT commit_id FROM batches WHERE state = 'committed' ORDER BY batch_id DESC LIMIT 1");
+  // A user's own git command holds index.lock for some milliseconds, and a
+  // user's commit between our read of the tip and the compare-and-swap moves
+  // the branch: both are routine. Wait briefly and rebuild on the new tip a
+  // few times before reporting them; a stale lock costs these waits once per
+  // call and is never touched [GIT-19]. No timer outlives the call [GIT-16].
+  let transientRetries = TRANSIENT_RETRY_MS.length;
   for (;;) {
-    const row = nextQueued.get(through) as BatchRow | undefined;
-    if (!row) break;
-    const lastKnown = db.prepare("SELECT commit_id FROM batches WHERE state = 'committed' ORDER BY batch_id DESC LIMIT 1").get() as
-      | { commit_id: string }
-      | undefined;
-    const changes: BatchChange[] = (loadFiles.all(row.batch_id) as Array<{ path: string; deleted: number; bytes: Buffer | null }>).map((f) => ({
-      path: f.path,
-      bytes: f.deleted ? null : (f.bytes ?? Buffer.alloc(0)),
-    }));
-    const outcome = await commitBatch(runner, store.paths.vault, {
+    const rows = nextRows.all(through, chainLimit) as ChunkRow[];
+    if (rows.length === 0) break;
+    let bytes = 0;
+    let n = 0;
+    while (n < rows.length && (n === 0 || bytes + rows[n]!.size <= maxBytes)) bytes += rows[n++]!.size;
+    const chunk = rows.slice(0, n);
+    const files = new Map<number, BatchChange[]>();
+    for (const f of loadFiles.all(chunk[0]!.batch_id, chunk[n - 1]!.batch_id) as Array<{ batch_id: number; path: string; deleted: number; bytes: Buffer | null }>) {
+      const list = files.get(f.batch_id) ?? [];
+      list.push({ path: f.path, bytes: f.deleted ? null : (f.bytes ?? Buffer.alloc(0)) });
+      files.set(f.batch_id, list);
+    }
+    const batches: BatchForCommit[] = chunk.map((row) => ({
       vaultId: store.manifest.vaultId,
       batchId: row.batch_id,
       kind: row.kind,
@@ -100,46 +152,123 @@ export async function drainOutbox(store: Store, runner: GitRunner, opts: { throu
       actor: row.actor,
       createdAt: row.created_at,
       subject: row.subject,
-      changes,
-    }, { lastKnownCommit: lastKnown?.commit_id ?? null });
+      changes: files.get(row.batch_id) ?? [],
+    }));
+    const lastKnown = lastKnownStmt.get() as { commit_id: string } | undefined;
+    const started = performance.now();
+    const outcome = await commitChain(runner, vault, batches, { lastKnownCommit: lastKnown?.commit_id ?? null });
     const now = new Date().toISOString();
     if (outcome.state === 'committed') {
-      crashPoint('before-record-commit');
-      // Commit id and receipt state recorded together, in one short transaction [GIT-4].
-      db.transaction(() => {
-        db.prepare(
-          `UPDATE batches SET state = 'committed', commit_id = ?, parent_commit = ?, index_synced = ?, last_state = 'committed',
-             last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ?`,
-        ).run(outcome.commit, outcome.parent, outcome.index.ok ? 1 : 0, outcome.index.ok ? null : outcome.index.code,
-          outcome.index.ok ? null : outcome.index.reason, now, row.batch_id);
-        db.prepare('UPDATE batch_files SET bytes = NULL WHERE batch_id = ?').run(row.batch_id); // [PUB-6]
-      }).immediate();
-      result.committed.push(row.batch_id);
+      const perCommit = (performance.now() - started) / outcome.commits.length;
+      chainLimit = Math.max(1, Math.min(maxBatches, Math.floor((runner.timeoutMs * CHAIN_TIME_SHARE) / Math.max(perCommit, 0.01))));
+    } else if (outcome.state === 'pending' && outcome.code === 'timeout' && chunk.length > 1) {
+      chainLimit = Math.max(1, Math.floor(chunk.length / 4));
       continue;
     }
+    if (outcome.state === 'committed') {
+      // The index first: the fewer steps between moving the branch and
+      // updating the index, the smaller the gap a user's commit could fall into.
+      const idx: IndexSyncOutcome = indexWaits
+        ? { ok: false, code: 'waiting', reason: 'the index update waits for an earlier one' }
+        : await runIndexJob(runner, vault, outcome.index);
+      if (!idx.ok) indexWaits = true;
+      crashPoint('before-record-commit');
+      recordCommits(db, outcome, idx, now);
+      crashPoint('after-record-commit');
+      result.committed.push(...outcome.commits.map((c) => c.batchId));
+      continue;
+    }
+    if (outcome.state === 'pending' && (outcome.code === 'branch-moved' || outcome.code === 'locked') && transientRetries > 0) {
+      await sleep(TRANSIENT_RETRY_MS[TRANSIENT_RETRY_MS.length - transientRetries--]!);
+      continue;
+    }
+    const head = chunk[0]!;
     const code = outcome.state === 'pending' ? outcome.code : null;
     db.transaction(() => {
       // Later batches wait behind this one [GIT-5]; batchGitState derives their state from it.
       db.prepare('UPDATE batches SET last_state = ?, last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ?')
-        .run(outcome.state, code, outcome.reason, now, row.batch_id);
+        .run(outcome.state, code, outcome.reason, now, head.batch_id);
     }).immediate();
-    result.blocked = { batchId: row.batch_id, state: outcome.state === 'pending' ? { state: 'pending', code: outcome.code, reason: outcome.reason } : { state: 'unavailable', reason: outcome.reason } };
+    result.blocked = { batchId: head.batch_id, state: outcome.state === 'pending' ? { state: 'pending', code: outcome.code, reason: outcome.reason } : { state: 'unavailable', reason: outcome.reason } };
     break;
   }
+  if (result.committed.length > 0 && !opts.skipMaintenance) await maintainRepository(runner, vault);
   return result;
 }
 
-/** Finish index updates that a lock or crash interrupted after the commit was recorded [GIT-10]. */
-async function resyncIndexes(store: Store, runner: GitRunner): Promise<void> {
+/**
+ * Every commit id of a chain, its receipts' state and whether the index
+ * followed, in one short transaction [GIT-4]; the queued bytes are dropped
+ * and replaced by the blob ids they became [PUB-6].
+ */
+function recordCommits(db: DB, outcome: Extract<ChainOutcome, { state: 'committed' }>, idx: IndexSyncOutcome, now: string): void {
+  const setBatch = db.prepare(
+    `UPDATE batches SET state = 'committed', commit_id = ?, parent_commit = ?, index_synced = ?, last_state = 'committed',
+       last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ? AND state = 'queued'`,
+  );
+  const [synced, code, reason] = idx.ok ? [1, null, null] : [0, idx.code, `index not updated yet: ${idx.reason}`];
+  const setFile = db.prepare('UPDATE batch_files SET bytes = NULL, blob_oid = ?, mode = ? WHERE batch_id = ? AND path = ?');
+  db.transaction(() => {
+    outcome.commits.forEach((c, i) => {
+      const changed = setBatch.run(c.commit, c.parent, synced, code, reason, now, c.batchId).changes;
+      if (changed !== 1) throw new Error(`outbox batch ${c.batchId} is not queued any more`);
+      for (const [path, entry] of outcome.steps[i]!) setFile.run(entry?.oid ?? null, entry?.mode ?? null, c.batchId, path);
+    });
+  }).immediate();
+}
+
+function markIndex(db: DB, [first, last]: readonly [number, number], idx: IndexSyncOutcome): void {
+  db.transaction(() => {
+    if (idx.ok) {
+      db.prepare("UPDATE batches SET index_synced = 1 WHERE batch_id BETWEEN ? AND ? AND state = 'committed'").run(first, last);
+    } else {
+      db.prepare("UPDATE batches SET last_code = ?, last_reason = ? WHERE batch_id BETWEEN ? AND ? AND state = 'committed' AND index_synced = 0")
+        .run(idx.code, `index not updated yet: ${idx.reason}`, first, last);
+    }
+  }).immediate();
+}
+
+/**
+ * Finish index updates that a lock or crash interrupted after the commits
+ * were recorded [GIT-10], all of them as one job, from the blob ids recorded
+ * with them. Returns false while it still cannot be made.
+ */
+async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> {
   const db = store.db;
   const rows = db.prepare("SELECT batch_id, commit_id, parent_commit FROM batches WHERE state = 'committed' AND index_synced = 0 ORDER BY batch_id")
     .all() as Array<{ batch_id: number; commit_id: string; parent_commit: string | null }>;
+  if (rows.length === 0) return true;
+  const first = rows[0]!;
+  const last = rows[rows.length - 1]!;
+  const fileStmt = db.prepare('SELECT path, deleted, blob_oid, mode FROM batch_files WHERE batch_id = ?');
+  const paths = new Set<string>();
+  const before: string[] = first.parent_commit ? [first.parent_commit] : [];
+  const steps: Step[] = [];
   for (const r of rows) {
-    const paths = (db.prepare('SELECT path FROM batch_files WHERE batch_id = ?').all(r.batch_id) as Array<{ path: string }>).map((p) => p.path);
-    const out = await syncIndex(runner, store.paths.vault, r.commit_id, r.parent_commit, paths);
-    if (!out.ok) return; // still locked: keep the order, try again next time
-    db.prepare('UPDATE batches SET index_synced = 1, last_code = NULL, last_reason = NULL WHERE batch_id = ?').run(r.batch_id);
+    const files = fileStmt.all(r.batch_id) as Array<{ path: string; deleted: number; blob_oid: string | null; mode: string | null }>;
+    const step = new Map<string, { mode: string; oid: string } | null>();
+    let complete = true;
+    for (const f of files) {
+      paths.add(f.path);
+      if (f.deleted) step.set(f.path, null);
+      else if (f.blob_oid && f.mode) step.set(f.path, { mode: f.mode, oid: f.blob_oid });
+      else complete = false;
+    }
+    // Recorded before blob ids were kept: read that commit's entries instead.
+    if (complete) steps.push(step);
+    else before.push(r.commit_id);
   }
+  const job: IndexJob = {
+    paths: [...paths],
+    objectFormat: last.commit_id.length === 64 ? 'sha256' : 'sha1',
+    before,
+    base: last.commit_id,
+    reusedSteps: steps,
+    newSteps: [],
+  };
+  const out = await runIndexJob(runner, store.paths.vault, job);
+  markIndex(db, [first.batch_id, last.batch_id], out);
+  return out.ok;
 }
 
 export function batchIdOf(db: DB, refId: string): number | null {

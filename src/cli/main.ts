@@ -11,16 +11,32 @@ import { initStore } from '../store/store.js';
 import { KnowledgeService } from '../service.js';
 import type { GitState } from '../git/types.js';
 import type { PublicationReceipt } from '../publish/types.js';
+import { OPERATOR } from '../access.js';
+import { renderDiff, renderHistory, renderList, renderLookup, renderRecord, renderSearch } from './render-read.js';
+import type { AttachmentReceipt } from '../attach/types.js';
+import type { VerifyReport } from '../checkpoint/verify.js';
+import { renderScan } from './render-scan.js';
+import { terminalProgress } from '../scan/progress.js';
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
 const USAGE = `usage:
   knowledge init DIR [--read-only] [--json]
   knowledge publish --store DIR [--partition ID] [--actor agent|operator] [--request-id UUID] [--evidence FILE]... RECORD.md... [--json]
-  knowledge resume  --store DIR PUBLICATION_ID [--json]
-  knowledge receipt --store DIR PUBLICATION_ID|REQUEST_ID [--json]
+  knowledge attach  --store DIR [--partition ID] [--actor agent|operator] [--request-id UUID] [--attribution TEXT] [--media-type TYPE] [--root DIR] FILE [--json]
+  knowledge scan    --store DIR [--partition ID] [--json]
+  knowledge resume  --store DIR PUBLICATION_ID|ATTACHMENT_ID [--json]
+  knowledge receipt --store DIR PUBLICATION_ID|ATTACHMENT_ID|REQUEST_ID|SCAN_ID [--json]
   knowledge activity --store DIR [--json]
-  knowledge demo [DIR]
+  knowledge verify  --store DIR [--json]
+  knowledge history --store DIR RECORD_ID [--from COMMIT --to COMMIT] [--json]
+  knowledge show    --store DIR RECORD_ID [--json]
+  knowledge lookup  --store DIR ID|TITLE|ALIAS [--json]
+  knowledge search  --store DIR [--mode all|any|phrase] [--kind K] [--tag T] [--lifecycle L] [--after DATE] [--before DATE] [--limit N] [--offset N] WORDS... [--json]
+  knowledge list    --store DIR [--partition ID] [--kind K] [--tag T] [--lifecycle L] [--limit N] [--offset N] [--json]
+  knowledge serve   --store DIR [--host 127.0.0.1] [--port 8484] [--token T] [--json]
+  knowledge mcp     --store DIR --agent ID [--session ID] [--sandboxed] [--root DIR]
+  knowledge demo [DIR] [--port N]
 --store may be replaced by KNOWLEDGE_STORE.`;
 
 type Out = { stdout: (s: string) => void; stderr: (s: string) => void };
@@ -71,6 +87,41 @@ function renderPublication(r: PublicationReceipt): string {
   for (const e of r.evidence) lines.push(`  evidence ${e.sourceId}  ${e.path}  ${e.size} bytes${e.inHistory ? '' : '  (kept out of history)'}`);
   lines.push(`  git: ${formatGit(r.git)}`);
   return lines.join('\n') + '\n';
+}
+
+function renderVerify(r: VerifyReport): string {
+  const lines = [
+    `${r.ok ? 'ok' : 'PROBLEMS'}: store ${r.store}`,
+    `  branch ${r.branch ?? '(none)'} at ${r.tip ?? '(no commits)'}`,
+    `  batches ${r.batches.total}: ${r.batches.committed} committed, ${r.batches.queued} waiting; ${r.checked.files} committed files compared` +
+      (r.checked.filesWithoutBlobId > 0 ? ` (${r.checked.filesWithoutBlobId} recorded without a blob id)` : ''),
+  ];
+  for (const p of r.problems) lines.push(`  ${p.code}: ${p.message}`);
+  return lines.join('\n') + '\n';
+}
+
+function renderAttachment(r: AttachmentReceipt): string {
+  const why = r.inHistory ? 'exact copy in history' : `kept out of history (${r.size >= 100 * 1024 * 1024 ? '100 MiB or more' : 'media'})`;
+  return [
+    `attachment ${r.attachmentId} (request ${r.requestId}) in ${r.partition} by ${r.actor}`,
+    `  source ${r.sourceId}${r.newSource ? '' : ' (already retained: attribution added)'}  ${r.path}  ${r.size} bytes  ${r.mediaType}`,
+    `  sha256 ${r.sha256}  ${why}`,
+    `  git: ${formatGit(r.git)}`,
+  ].join('\n') + '\n';
+}
+
+function renderReceipt(r: PublicationReceipt | AttachmentReceipt): string {
+  return r.kind === 'attachment' ? renderAttachment(r) : renderPublication(r);
+}
+
+/** Publications first, then attachments: ids and request ids never collide between them. */
+async function orAttachment<T>(publication: () => Promise<T> | T, attachment: () => Promise<AttachmentReceipt> | AttachmentReceipt): Promise<T | AttachmentReceipt> {
+  try {
+    return await publication();
+  } catch (err) {
+    if (!isKnowledgeError(err) || err.code !== 'E_NOT_FOUND') throw err;
+    return await attachment();
+  }
 }
 
 async function withService<T>(dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv, fn: (s: KnowledgeService) => Promise<T> | T): Promise<T> {
@@ -124,21 +175,85 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         emit(Boolean(values.json), receipt, renderPublication(receipt));
         return 0;
       }
+      case 'attach': {
+        const { values, positionals } = parse(rest, {
+          partition: { type: 'string' },
+          actor: { type: 'string' },
+          'request-id': { type: 'string' },
+          attribution: { type: 'string' },
+          'media-type': { type: 'string' },
+          root: { type: 'string' },
+        });
+        const dir = storeDir(values, env);
+        if (positionals.length !== 1) throw new UsageError('attach takes one FILE');
+        const actor = (values.actor as string | undefined) ?? 'operator';
+        if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
+        // [ATT-3] files are accepted from under the current directory unless --root names another.
+        const allowedRoot = (values.root as string | undefined) ?? process.cwd();
+        const result = await withService(dir, true, 'knowledge attach', env, (s) =>
+          s.attachFile(positionals[0]!, {
+            allowedRoot,
+            partition: (values.partition as string | undefined) ?? 'private',
+            actor,
+            requestId: values['request-id'] as string | undefined,
+            attribution: values.attribution as string | undefined,
+            mediaType: values['media-type'] as string | undefined,
+            commitBytes: env.KNOWLEDGE_ATTACH_COMMIT_BYTES ? Number(env.KNOWLEDGE_ATTACH_COMMIT_BYTES) : undefined,
+          }),
+        );
+        if (result.resumedFrom > 0 && result.sentBytes > 0) out.stderr(`resumed the upload at byte ${result.resumedFrom} of ${result.receipt.size}\n`);
+        emit(Boolean(values.json), result.receipt, renderAttachment(result.receipt));
+        return 0;
+      }
+      case 'scan': {
+        const { values, positionals } = parse(rest, { partition: { type: 'string' } });
+        const dir = storeDir(values, env);
+        if (positionals.length !== 0) throw new UsageError('scan takes no positional arguments');
+        const json = Boolean(values.json);
+        // [SCAN-4] a progress bar on a terminal only: never with --json or when stderr is not a TTY.
+        const bar = !json && process.stderr.isTTY && out === defaultOut ? terminalProgress((s) => process.stderr.write(s)) : null;
+        let receipt;
+        try {
+          receipt = await withService(dir, true, 'knowledge scan', env, (s) =>
+            s.scan({ partition: values.partition as string | undefined, caller: OPERATOR, onProgress: bar ? (p) => bar.update(p) : undefined }));
+        } finally {
+          bar?.done();
+        }
+        emit(json, receipt, renderScan(receipt, formatGit));
+        return 0;
+      }
       case 'resume': {
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
-        if (positionals.length !== 1) throw new UsageError('resume takes one PUBLICATION_ID');
-        const receipt = await withService(dir, true, 'knowledge resume', env, (s) => s.resume(positionals[0]!));
-        emit(Boolean(values.json), receipt, renderPublication(receipt));
+        if (positionals.length !== 1) throw new UsageError('resume takes one PUBLICATION_ID or ATTACHMENT_ID');
+        const receipt = await withService(dir, true, 'knowledge resume', env, (s) =>
+          orAttachment(() => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!)));
+        emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
       }
       case 'receipt': {
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('receipt takes one PUBLICATION_ID or REQUEST_ID');
-        const receipt = await withService(dir, false, 'knowledge receipt', env, (s) => s.publicationReceipt(positionals[0]!));
-        emit(Boolean(values.json), receipt, renderPublication(receipt));
+        if (positionals[0]!.startsWith('scan-')) {
+          const scan = await withService(dir, false, 'knowledge receipt', env, (s) => s.scanReceipt(positionals[0]!));
+          emit(Boolean(values.json), scan, renderScan(scan, formatGit));
+          return 0;
+        }
+        const receipt = await withService(dir, false, 'knowledge receipt', env, (s) =>
+          orAttachment(() => s.publicationReceipt(positionals[0]!), () => s.attachmentReceipt(positionals[0]!)));
+        emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
+      }
+      case 'verify': {
+        // Exit 1 when the store and its repository disagree; each problem has a stable code.
+        const { values, positionals } = parse(rest, {});
+        const dir = storeDir(values, env);
+        if (positionals.length !== 0) throw new UsageError('verify takes no arguments');
+        const report = await withService(dir, false, 'knowledge verify', env, (s) => s.verify());
+        emit(Boolean(values.json), report, renderVerify(report));
+        if (!report.ok) out.stderr(`verify: ${report.problems.length} problem(s) in ${report.store}\n`);
+        return report.ok ? 0 : 1;
       }
       case 'activity': {
         const { values, positionals } = parse(rest, {});
@@ -147,6 +262,104 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const entries = await withService(dir, false, 'knowledge activity', env, (s) => s.activity());
         emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || 'no activity yet\n');
         return 0;
+      }
+      // Reading [READ-1][READ-2]: the CLI reads as the operator (every partition).
+      case 'history': {
+        const { values, positionals } = parse(rest, { from: { type: 'string' }, to: { type: 'string' } });
+        const dir = storeDir(values, env);
+        if (positionals.length !== 1) throw new UsageError('history takes one RECORD_ID');
+        if ((values.from === undefined) !== (values.to === undefined)) throw new UsageError('--from and --to go together');
+        const id = positionals[0]!;
+        if (values.from !== undefined) {
+          const diff = await withService(dir, false, 'knowledge history', env, (s) => s.recordDiff(OPERATOR, id, values.from as string, values.to as string));
+          emit(Boolean(values.json), diff, renderDiff(diff));
+          return 0;
+        }
+        const history = await withService(dir, false, 'knowledge history', env, (s) => s.recordHistory(OPERATOR, id));
+        emit(Boolean(values.json), history, renderHistory(history));
+        return 0;
+      }
+      case 'show': {
+        const { values, positionals } = parse(rest, {});
+        const dir = storeDir(values, env);
+        if (positionals.length !== 1) throw new UsageError('show takes one RECORD_ID');
+        const view = await withService(dir, false, 'knowledge show', env, (s) => s.readRecord(OPERATOR, positionals[0]!));
+        emit(Boolean(values.json), view, renderRecord(view));
+        return 0;
+      }
+      case 'lookup': {
+        const { values, positionals } = parse(rest, {});
+        const dir = storeDir(values, env);
+        if (positionals.length !== 1) throw new UsageError('lookup takes one ID, TITLE or ALIAS (quote it)');
+        const found = await withService(dir, false, 'knowledge lookup', env, (s) => s.lookup(OPERATOR, positionals[0]!));
+        emit(Boolean(values.json), found, renderLookup(found));
+        return 0;
+      }
+      case 'search':
+      case 'list': {
+        const { values, positionals } = parse(rest, {
+          mode: { type: 'string' }, kind: { type: 'string' }, tag: { type: 'string' }, lifecycle: { type: 'string' },
+          after: { type: 'string' }, before: { type: 'string' }, limit: { type: 'string' }, offset: { type: 'string' }, partition: { type: 'string' },
+        });
+        const dir = storeDir(values, env);
+        const common = { kind: values.kind, tag: values.tag, lifecycle: values.lifecycle, limit: values.limit, offset: values.offset } as Record<string, unknown>;
+        const offset = Number(values.offset ?? 0);
+        if (command === 'search') {
+          if (positionals.length === 0) throw new UsageError('search needs WORDS');
+          if (values.partition !== undefined) throw new UsageError('search has no --partition');
+          const q = { ...common, query: positionals.join(' '), mode: values.mode, updatedAfter: values.after, updatedBefore: values.before };
+          const result = await withService(dir, false, 'knowledge search', env, (s) => s.search(OPERATOR, q as never));
+          emit(Boolean(values.json), result, renderSearch(result, offset));
+          return 0;
+        }
+        if (positionals.length !== 0 || values.mode !== undefined || values.after !== undefined || values.before !== undefined) {
+          throw new UsageError('list takes only --partition, --kind, --tag, --lifecycle, --limit and --offset');
+        }
+        const result = await withService(dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, { ...common, partition: values.partition } as never));
+        emit(Boolean(values.json), result, renderList(result, offset));
+        return 0;
+      }
+      case 'serve': {
+        // [SURF-2] the Gateway: holds the store's writer lock until SIGINT/SIGTERM.
+        const { values, positionals } = parse(rest, { host: { type: 'string' }, port: { type: 'string' }, token: { type: 'string' } });
+        const dir = storeDir(values, env);
+        if (positionals.length !== 0) throw new UsageError('serve takes no positional arguments');
+        const { startGateway, closeOnSignal, checkBinding, DEFAULT_HOST } = await import('../gateway/server.js');
+        const host = (values.host as string | undefined) ?? DEFAULT_HOST;
+        const port = parsePort(values.port as string | undefined);
+        const token = (values.token as string | undefined) ?? (env.KNOWLEDGE_TOKEN || undefined);
+        try {
+          checkBinding(host, token);
+        } catch (err) {
+          throw new UsageError((err as Error).message);
+        }
+        const gw = await startGateway({ storeDir: dir, host, port, token, env, git: gitOptionsFromEnv(env), onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`) });
+        emit(Boolean(values.json), { url: gw.url, origin: gw.origin, store: gw.service.store.paths.root, pid: process.pid },
+          `Knowledge Gateway for ${gw.service.store.paths.root}\n  open ${gw.url}\n  holds the store's writer lock until stopped (Ctrl-C)\n`);
+        await closeOnSignal(gw);
+        return 0;
+      }
+      case 'mcp': {
+        // [SURF-3] agent tools over MCP stdio; stdout is the protocol channel from here on.
+        const { values, positionals } = parse(rest, {
+          agent: { type: 'string' }, session: { type: 'string' }, sandboxed: { type: 'boolean' }, root: { type: 'string' },
+        });
+        const dir = storeDir(values, env);
+        if (positionals.length !== 0) throw new UsageError('mcp takes no positional arguments');
+        const agentId = values.agent as string | undefined;
+        const session = values.session as string | undefined;
+        const { isValidAgentId } = await import('../mcp/identity.js');
+        if (agentId === undefined || !isValidAgentId(agentId)) throw new UsageError('--agent ID is required: 1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit');
+        if (session !== undefined && !isValidAgentId(session)) throw new UsageError('--session ID must be 1-64 characters of A-Z a-z 0-9 _ -, starting with a letter or digit');
+        const { runMcpServer } = await import('../mcp/server.js');
+        const caller = { kind: 'agent' as const, agentId, ...(session !== undefined ? { session } : {}), ...(values.sandboxed ? { sandboxed: true } : {}) };
+        const lockWait = env.KNOWLEDGE_MCP_LOCK_WAIT_MS;
+        return await runMcpServer({
+          store: dir, caller, env, git: gitOptionsFromEnv(env),
+          // [ATT-3] knowledge_attach_file accepts files under the directory the client starts the server in, unless --root names another.
+          workspaceRoot: (values.root as string | undefined) ?? process.cwd(),
+          lockWaitMs: lockWait !== undefined && /^\d{1,7}$/.test(lockWait) ? Number(lockWait) : undefined,
+        });
       }
       case 'demo': {
         const { runDemo } = await import('./demo.js');
@@ -173,6 +386,13 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
     out.stderr(`E_INTERNAL: ${(err as Error).stack ?? String(err)}\n`);
     return 1;
   }
+}
+
+/** `--port`: 0 (any free port) to 65535; the Gateway's default when absent. */
+export function parsePort(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) throw new UsageError(`--port must be a number from 0 to 65535, got ${JSON.stringify(v)}`);
+  return Number(v);
 }
 
 /** Only regular files are read from paths [ATT-3]: no directories, devices or FIFOs. */

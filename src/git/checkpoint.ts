@@ -1,24 +1,48 @@
 /**
- * Effectful half of a checkpoint: commit one queued batch with exactly its
- * bytes [GIT-7], without the work tree or the user's index [GIT-10], then
- * move the branch by compare-and-swap. The caller runs this outside any SQLite
- * write transaction and records the result afterwards [GIT-4].
+ * Effectful half of a checkpoint: commit queued batches — one commit each,
+ * with exactly its bytes [GIT-7], in queue order [GIT-5] — without the work
+ * tree or the user's index [GIT-10], then move the branch by compare-and-swap.
+ * The caller runs this outside any SQLite write transaction and records the
+ * result afterwards [GIT-4], then updates the index (`runIndexJob`).
  *
- * Pipeline (FIELD-NOTES pipeline C, fastest and flat in vault size):
- *   detect → inspect (create if absent) → find a previous commit of this batch
- *   → fast-import onto a scratch ref → update-ref CAS of the branch (and drop
- *   the scratch ref in the same transaction) → sync the index for the paths.
+ * Pipeline (FIELD-NOTES pipeline C, batched — "one stream is the lever"):
+ *   detect → inspect (create if absent) → [unmerged probe ∥ previous attempt
+ *   lookup ∥ parent entries] → ONE fast-import stream of chained commits onto
+ *   a scratch ref → ONE update-ref CAS of the branch (dropping the scratch ref
+ *   in the same transaction).
  */
-import { lstat, mkdir, open, realpath, rename } from 'node:fs/promises';
+import { lstat, mkdir, open, readFile, realpath, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
-import { inspectRepository, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
-import { assertCommittablePath, batchTrailerValue, buildFastImportStream, epochSeconds } from './commit-stream.js';
-import { pathspecArgs, syncIndex, type IndexSyncOutcome } from './index-sync.js';
+import { classifyGitFailure, firstLine, startSession, type GitResult, type GitRunner, type GitSession } from './runner.js';
+import { checkUnmerged, inspectLayout, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
+import { assertCommittablePath, batchTrailerValue, blobId, buildChainStream, chainModes, epochSeconds, quotePath } from './commit-stream.js';
+import { readIndex, readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import type { BatchForCommit, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
 
-export { syncIndex, type IndexSyncOutcome } from './index-sync.js';
+export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
+
+export interface ChainCommit {
+  batchId: number;
+  commit: string;
+  parent: string | null;
+  /** Found on the branch from an interrupted earlier attempt [GIT-6]. */
+  reused: boolean;
+}
+
+export type ChainOutcome =
+  | {
+      state: 'committed';
+      /** One per batch, in the order given. */
+      commits: ChainCommit[];
+      objectFormat: 'sha1' | 'sha256';
+      /** The entries each batch committed (path -> mode + blob id, null = deleted), for records and the index. */
+      steps: Step[];
+      /** What to do to the user's index for these commits; run it after recording them. */
+      index: IndexJob;
+    }
+  | { state: 'pending'; code: PendingCode; reason: string }
+  | { state: 'unavailable'; reason: string };
 
 export type CommitOutcome =
   | { state: 'committed'; commit: string; parent: string | null; reused: boolean; index: IndexSyncOutcome }
@@ -30,7 +54,7 @@ export interface CommitBatchOptions {
   lastKnownCommit?: string | null;
   /** Test-only seams to reproduce races and crashes deterministically. */
   testHooks?: {
-    /** Runs after the commit object exists (on the scratch ref) and before the branch moves. */
+    /** Runs after the commit objects exist (on the scratch ref) and before the branch moves. */
     beforeUpdateRef?: (commit: string) => Promise<void> | void;
   };
 }
@@ -45,138 +69,371 @@ export const EXCLUDE_LINES: readonly string[] = [
   '*.sqlite-shm',
 ];
 
+/**
+ * Up to this many paths, fast-import itself is asked for the tip's entries
+ * (`ls`, one lookup per path) instead of a separate `ls-tree`; its lookup is
+ * linear in the directory size, so many paths go to `ls-tree` instead.
+ */
+const LS_IN_FAST_IMPORT = 16;
+
+/** Up to this size the whole index is listed in one `ls-files` (~10k entries). */
+const WHOLE_INDEX_BYTES = 1024 * 1024;
+
 /** How far back to look for a previous attempt when the store knows no earlier commit. */
 const REUSE_SEARCH_LIMIT = 200;
 
-const pend = (code: PendingCode, reason: string): CommitOutcome => ({ state: 'pending', code, reason });
+/**
+ * fast-import writes every checkpoint as a pack: one fsync'd pack + index
+ * instead of a loose file per object (fast-import would otherwise explode
+ * small packs into loose objects). Maintenance rolls the packs up [GIT-9 of
+ * the issue: maintenance].
+ */
+const FAST_IMPORT_CONFIG = ['fastimport.unpackLimit=0'];
 
+const pend = (code: PendingCode, reason: string) => ({ state: 'pending' as const, code, reason });
+
+/** Single batch: commit it and update the index (the pre-chain API, used by tests and tools). */
 export async function commitBatch(
   runner: GitRunner,
   vaultDir: string,
   batch: BatchForCommit,
   opts: CommitBatchOptions = {},
 ): Promise<CommitOutcome> {
+  const out = await commitChain(runner, vaultDir, [batch], opts);
+  if (out.state !== 'committed') return out;
+  const c = out.commits[0]!;
+  const index = await runIndexJob(runner, vaultDir, out.index);
+  return { state: 'committed', commit: c.commit, parent: c.parent, reused: c.reused, index };
+}
+
+export async function commitChain(
+  runner: GitRunner,
+  vaultDir: string,
+  batches: readonly BatchForCommit[],
+  opts: CommitBatchOptions = {},
+): Promise<ChainOutcome> {
+  if (batches.length === 0) throw new TypeError('commitChain needs at least one batch');
   // Programmer errors surface before anything is created or written.
-  for (const c of batch.changes) assertCommittablePath(c.path);
-  epochSeconds(batch.createdAt);
+  for (const b of batches) {
+    for (const c of b.changes) assertCommittablePath(c.path);
+    epochSeconds(b.createdAt);
+  }
 
   const det = await runner.detect();
   if (!det.ok) return { state: 'unavailable', reason: det.reason };
 
-  let repo: RepoInspection = await inspectRepository(runner, vaultDir);
+  const paths = [...new Set(batches.flatMap((b) => b.changes.map((c) => c.path)))];
+  // Every read this checkpoint needs runs in one round with the inspection
+  // (each git process costs ~4 ms to start): the index's conflict probe, the
+  // user's entries for the paths, the tip's entries (modes to keep, the
+  // index's base) and a previous attempt of these batches [GIT-6]. They name
+  // HEAD and are read-only, so running them before the inspection has judged
+  // the repository is harmless; their results are used only if it is ready.
+  const early = await startReads(runner, vaultDir, paths, batches.length, opts.lastKnownCommit ?? null);
+  let repo: RepoInspection = await inspectLayout(runner, vaultDir);
+  const reads = await early;
   if (repo.kind === 'absent') {
     const made = await createRepository(runner, vaultDir);
-    if (!made.ok) return pend(made.code, made.reason);
-    repo = await inspectRepository(runner, vaultDir);
+    if (!made.ok) return made.unavailable ? { state: 'unavailable', reason: made.reason } : pend(made.code, made.reason);
+    repo = await inspectLayout(runner, vaultDir);
   }
   if (repo.kind === 'absent') return pend('git-error', 'the repository Knowledge just created is not visible');
-  if (repo.kind === 'pending') return pend(repo.code, repo.reason);
+  if (repo.kind === 'pending') return unavailableIfGone(runner, repo);
   if (repo.head === null) {
     // A crash between `git init` and writing info/exclude leaves our own
     // empty-template repository without it; finish that step now.
     const healed = await finishOwnRepository(repo.gitDir);
     if (!healed.ok) return pend(healed.code, healed.reason);
   }
-
-  let vault: string;
-  try {
-    vault = await realpath(vaultDir);
-  } catch (e) {
-    return pend('git-error', `vault: ${(e as Error).message}`);
-  }
+  const vault = repo.workTree;
   const env = vaultEnv(vault);
-  const paths = batch.changes.map((c) => c.path);
   const tip = repo.head;
+  const fmt = repo.objectFormat;
 
-  // [GIT-6] A previous attempt may have moved the branch and then crashed
-  // before the store recorded it: reuse that commit instead of adding a twin.
-  // The parent's modes are read at the same time (independent processes).
-  const [found, parentTree] = await Promise.all([
-    tip ? findBatchCommit(runner, vault, env, tip, batch, opts.lastKnownCommit ?? null) : Promise.resolve<Found>({ kind: 'none' }),
-    tip && paths.length > 0
-      ? runner.run(['ls-tree', '-r', '-z', tip, ...pathspecArgs(paths)], { cwd: vault, env: { ...env, GIT_LITERAL_PATHSPECS: '1' } })
-      : Promise.resolve(null),
-  ]);
-  if (found.kind === 'error') return pend(found.code, found.reason);
-  if (found.kind === 'found') {
-    const index = await syncIndex(runner, vault, found.commit, found.parent, paths);
-    return { state: 'committed', commit: found.commit, parent: found.parent, reused: true, index };
-  }
+  // Reads made before the repository existed (or while it had no commit) are redone now.
+  const { unmerged, found, tipTree, preread } = reads && (tip !== null || reads.headless)
+    ? reads
+    : await (await startReads(runner, vault, paths, batches.length, opts.lastKnownCommit ?? null, true))!;
+  if (unmerged) return unavailableIfGone(runner, unmerged as Extract<RepoInspection, { kind: 'pending' }>);
+  if (tip && found.kind === 'error') return pend(found.code, found.reason);
+  if (tip && tipTree && !tipTree.ok) return pend(tipTree.code, tipTree.reason);
+  if (!('user' in preread)) return pend(preread.code, preread.reason);
+  // The tip's entries for the paths: read above, or (for a few paths) asked
+  // of fast-import itself below, which saves a git process.
+  let tipEntries: ReadonlyMap<string, Entry> | null = !tip ? new Map() : tipTree?.ok ? tipTree.entries : null;
+  const tipEntriesNow = async (): Promise<ReadonlyMap<string, Entry> | { code: PendingCode; reason: string }> => {
+    if (tipEntries) return tipEntries;
+    const r = await readTreeEntries(runner, vault, tip!, paths);
+    if (!r.ok) return r;
+    tipEntries = r.entries;
+    return tipEntries;
+  };
+  const foundHere: Found = tip && opts.lastKnownCommit !== tip ? found : { kind: 'none' };
 
-  // Keep an executable bit the parent already had: a content edit is not a mode change.
-  const executable = new Set<string>();
-  if (parentTree) {
-    if (parentTree.code !== 0) return failed(parentTree.stderr, parentTree.timedOut);
-    const wanted = new Set(paths);
-    for (const rec of parentTree.stdout.toString('utf8').split('\0')) {
-      const tab = rec.indexOf('\t');
-      if (tab > 0 && rec.startsWith('100755 ') && wanted.has(rec.slice(tab + 1))) executable.add(rec.slice(tab + 1));
+  // Batches already on the branch form a prefix of the queue: commits land
+  // in order, a chain at once. Reuse that prefix; never commit it again.
+  const reused: ChainCommit[] = [];
+  if (foundHere.kind === 'found') {
+    for (const b of batches) {
+      const hit = foundHere.commits.get(batchTrailerValue(b));
+      if (!hit) break;
+      reused.push({ batchId: b.batchId, commit: hit.commit, parent: hit.parent, reused: true });
     }
   }
+  const rest = batches.slice(reused.length);
+  const known = new Map<string, ReadonlyMap<string, Entry>>();
 
-  // Build the commit on a scratch ref. --force only ever applies to that
+  // Entries of the reused commits, rebuilt in-process from their queued
+  // bytes and the modes at their parent (the same rule that built them).
+  let reusedSteps: Step[] = [];
+  const before: string[] = [];
+  if (reused.length > 0) {
+    const firstParent = reused[0]!.parent;
+    let parentEntries: ReadonlyMap<string, Entry> = new Map();
+    if (firstParent) {
+      before.push(firstParent);
+      if (firstParent === tip) {
+        const t = await tipEntriesNow();
+        if (!(t instanceof Map)) return pend((t as { code: PendingCode }).code, (t as { reason: string }).reason);
+        parentEntries = t;
+      } else {
+        const r = await readTreeEntries(runner, vault, firstParent, paths);
+        if (!r.ok) return pend(r.code, r.reason);
+        parentEntries = r.entries;
+        known.set(firstParent, r.entries);
+      }
+    }
+    reusedSteps = stepsFor(batches.slice(0, reused.length), executableOf(parentEntries), fmt);
+  }
+  if (rest.length === 0) {
+    if (tip) {
+      const t = await tipEntriesNow();
+      if (!(t instanceof Map)) return pend((t as { code: PendingCode }).code, (t as { reason: string }).reason);
+      known.set(tip, t);
+    }
+    return {
+      state: 'committed',
+      commits: reused,
+      objectFormat: fmt,
+      steps: reusedSteps,
+      index: { paths, objectFormat: fmt, before, base: tip, reusedSteps, newSteps: [], known },
+    };
+  }
+
+  // Build the chain on a scratch ref. --force only ever applies to that
   // scratch ref (the stream names no other), e.g. one left by a crash.
-  const stream = buildFastImportStream(batch, { ref: SCRATCH_REF, from: tip, executable });
-  const fi = await runner.run(['fast-import', '--quiet', '--done', '--force'], { cwd: vault, env, input: stream });
-  if (fi.code !== 0) return failed(fi.stderr, fi.timedOut);
-  const commit = fi.stdout.toString('utf8').trim().split('\n').pop() ?? '';
-  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commit)) return pend('git-error', `fast-import returned no commit id: ${firstLine(fi.stdout.toString('utf8'))}`);
+  const session = startSession(runner, ['fast-import', '--quiet', '--done', '--force'], { cwd: vault, env, extraConfig: FAST_IMPORT_CONFIG });
+  if (tipEntries === null) {
+    const asked = await lsInFastImport(session, tip!, paths);
+    if (!asked) {
+      session.end();
+      return failed(runner, await session.done);
+    }
+    tipEntries = asked;
+  }
+  if (tip) known.set(tip, tipEntries);
+  const executable = executableOf(tipEntries);
+  session.end(buildChainStream(rest, { ref: SCRATCH_REF, from: tip, executable }));
+  const fi = await session.done;
+  if (fi.code !== 0) return failed(runner, fi);
+  const marks = fi.stdout.toString('utf8').trim().split('\n');
+  if (marks.length !== rest.length || !marks.every((m) => /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(m))) {
+    return pend('git-error', `fast-import returned ${marks.length} commit ids for ${rest.length} batches: ${firstLine(fi.stdout.toString('utf8'))}`);
+  }
+  const last = marks[marks.length - 1]!;
 
-  await opts.testHooks?.beforeUpdateRef?.(commit);
+  await opts.testHooks?.beforeUpdateRef?.(last);
   crashPoint('after-commit-object');
 
   // Compare-and-swap the branch HEAD names (never HEAD itself): if anyone
   // moved it since inspection, nothing changes and we report branch-moved.
-  // Deleting the scratch ref in the same transaction keeps the commit
-  // reachable until the branch holds it.
-  const tx = (tip ? `update ${repo.branchRef} ${commit} ${tip}\n` : `create ${repo.branchRef} ${commit}\n`) + `delete ${SCRATCH_REF} ${commit}\n`;
+  // Deleting the scratch ref in the same transaction keeps the commits
+  // reachable until the branch holds them.
+  const tx = (tip ? `update ${repo.branchRef} ${last} ${tip}\n` : `create ${repo.branchRef} ${last}\n`) + `delete ${SCRATCH_REF} ${last}\n`;
   const up = await runner.run(['update-ref', '-m', 'knowledge: checkpoint', '--stdin'], { cwd: vault, env, input: tx });
-  if (up.code !== 0) return failed(up.stderr, up.timedOut);
-
+  if (up.code !== 0) return failed(runner, up);
   crashPoint('after-update-ref');
-  const index = await syncIndex(runner, vault, commit, tip, paths);
-  return { state: 'committed', commit, parent: tip, reused: false, index };
+
+  const newSteps = stepsFor(rest, executable, fmt);
+  const made = rest.map((b, i): ChainCommit => ({ batchId: b.batchId, commit: marks[i]!, parent: i === 0 ? tip : marks[i - 1]!, reused: false }));
+  return {
+    state: 'committed',
+    commits: [...reused, ...made],
+    objectFormat: fmt,
+    steps: [...reusedSteps, ...newSteps],
+    // The user's entries were read before the commits were written, so only
+    // the index write is left between moving the branch and updating the
+    // index: a user's `git commit` in that gap would commit the old entries.
+    index: { paths, objectFormat: fmt, before, base: tip, reusedSteps, newSteps, known, preread },
+  };
+}
+
+interface Reads {
+  unmerged: RepoInspection | null;
+  found: Found;
+  /** null: not read here; fast-import answers `ls` for these few paths. */
+  tipTree: Awaited<ReturnType<typeof readTreeEntries>> | null;
+  preread: Awaited<ReturnType<typeof readIndex>>;
+  /** Read when the repository had no commit yet (nothing to redo for an unborn branch). */
+  headless: boolean;
+}
+
+/**
+ * The reads of one checkpoint, started together. Returns null when there is
+ * no repository to read yet. `force` reads even without a HEAD commit.
+ */
+async function startReads(
+  runner: GitRunner,
+  vaultDir: string,
+  paths: string[],
+  chainLength: number,
+  lastKnown: string | null,
+  force = false,
+): Promise<Promise<Reads> | null> {
+  let vault: string;
+  try {
+    vault = await realpath(vaultDir);
+    if (!(await lstat(join(vault, '.git'))).isDirectory()) return null;
+  } catch {
+    return null;
+  }
+  const env = vaultEnv(vault);
+  const branchTip = await readBranchTip(join(vault, '.git'));
+  const none: Found = { kind: 'none' };
+  // A small index is listed whole once: user entries and the conflict probe in one process.
+  const indexBytes = await stat(join(vault, '.git', 'index')).then((s) => s.size, () => 0);
+  const whole = indexBytes <= WHOLE_INDEX_BYTES;
+  return (async () => {
+    const [unmergedProbe, found, tipTree, preread] = await Promise.all([
+      whole ? Promise.resolve(null) : checkUnmerged(runner, vault),
+      // Nothing new on the branch since the store's last record: no earlier attempt can be there.
+      (branchTip !== null && branchTip === lastKnown) || (force && branchTip === null)
+        ? Promise.resolve(none)
+        : findBatchCommits(runner, vault, env, 'HEAD', chainLength, lastKnown),
+      force && branchTip === null
+        ? Promise.resolve({ ok: true as const, entries: new Map<string, Entry>() })
+        : paths.length <= LS_IN_FAST_IMPORT ? Promise.resolve(null) : readTreeEntries(runner, vault, 'HEAD', paths),
+      readIndex(runner, vault, paths, { whole }),
+    ]);
+    const unmerged = whole && 'user' in preread && preread.unmerged
+      ? ({ kind: 'pending', code: 'unmerged', reason: 'the index has unmerged entries (an unresolved conflict); resolve them, then retry' } as const)
+      : unmergedProbe;
+    return { unmerged, found, tipTree, preread, headless: force };
+  })();
+}
+
+/**
+ * The commit the branch HEAD names points at, read the way the files ref
+ * backend stores a loose ref; null when that takes more than reading two
+ * small files (packed, symlinked, unborn) — git then answers instead.
+ */
+async function readBranchTip(gitDir: string): Promise<string | null> {
+  try {
+    const head = await readFile(join(gitDir, 'HEAD'), 'utf8');
+    const m = /^ref:[ \t]*(refs\/heads\/\S+)[ \t]*\n?$/.exec(head);
+    if (!m) return null;
+    const ref = (await readFile(join(gitDir, m[1]!), 'utf8')).trim();
+    return /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(ref) ? ref : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * fast-import's `ls` against the tip: mode and blob id of each path (absent,
+ * or not a file: missing from the map). Null if fast-import stopped answering.
+ */
+async function lsInFastImport(session: GitSession, tip: string, paths: string[]): Promise<Map<string, Entry> | null> {
+  for (const p of paths) session.write(Buffer.concat([Buffer.from(`ls ${tip} `), quotePath(p), Buffer.from('\n')]));
+  const entries = new Map<string, Entry>();
+  for (const p of paths) {
+    const line = await session.readLine();
+    if (line === null) return null;
+    const m = /^([0-7]{6}) (blob|tree|commit) ([0-9a-f]{40}(?:[0-9a-f]{24})?)\t/.exec(line);
+    if (m && m[2] === 'blob') entries.set(p, { mode: m[1]!, oid: m[3]! });
+    else if (!m && !line.startsWith('missing ')) return null;
+  }
+  return entries;
+}
+
+/** Paths whose entry is executable. */
+function executableOf(entries: ReadonlyMap<string, Entry>): Set<string> {
+  const out = new Set<string>();
+  for (const [p, e] of entries) if (e.mode === '100755') out.add(p);
+  return out;
+}
+
+/** The entries each batch commits, computed in-process (blob ids are hashes of the bytes). */
+export function stepsFor(batches: readonly BatchForCommit[], executable: ReadonlySet<string>, fmt: 'sha1' | 'sha256'): Step[] {
+  const modes = chainModes(batches, executable);
+  return batches.map((b, i) => {
+    const step = new Map<string, Entry | null>();
+    for (const c of b.changes) {
+      const mode = modes[i]!.get(c.path) ?? null;
+      step.set(c.path, c.bytes === null || mode === null ? null : { mode, oid: blobId(c.bytes, fmt) });
+    }
+    return step;
+  });
 }
 
 type Found =
-  | { kind: 'found'; commit: string; parent: string | null }
+  | { kind: 'found'; commits: Map<string, { commit: string; parent: string | null }> }
   | { kind: 'none' }
   | { kind: 'error'; code: PendingCode; reason: string };
 
-async function findBatchCommit(
+/**
+ * Knowledge-Batch trailers on the branch since the store's last recorded
+ * commit: a previous attempt may have moved the branch and then crashed
+ * before the store recorded it [GIT-6]. Any batch of a chain that landed is
+ * found, since the search covers everything after the last recorded commit.
+ */
+async function findBatchCommits(
   runner: GitRunner,
   vault: string,
   env: Record<string, string>,
   tip: string,
-  batch: BatchForCommit,
+  chainLength: number,
   lastKnown: string | null,
 ): Promise<Found> {
   // Nothing new on the branch since the store's last record: no earlier attempt can be there.
   if (lastKnown === tip) return { kind: 'none' };
-  const want = batchTrailerValue(batch);
   const fmt = '--format=%H %P%x01%(trailers:key=Knowledge-Batch,valueonly,separator=%x02)';
   const attempt = async (range: string[]) => runner.run(['log', '-z', fmt, ...range, '--'], { cwd: vault, env });
   let r = lastKnown ? await attempt([tip, `^${lastKnown}`]) : null;
   // An unknown lastKnownCommit (rewritten or collected history) falls back to a bounded search.
-  if (!r || r.code !== 0) r = await attempt([`-n${REUSE_SEARCH_LIMIT}`, tip]);
+  if (!r || r.code !== 0) r = await attempt([`-n${REUSE_SEARCH_LIMIT + chainLength}`, tip]);
   if (r.code !== 0) {
     const c = classifyGitFailure(r.stderr, r.timedOut);
     return { kind: 'error', code: c.code, reason: c.reason };
   }
+  const commits = new Map<string, { commit: string; parent: string | null }>();
   for (const rec of r.stdout.toString('utf8').split('\0')) {
     const sep = rec.indexOf('\x01');
     if (sep < 0) continue;
-    const values = rec.slice(sep + 1).split('\x02').map((v) => v.trim());
-    if (!values.includes(want)) continue;
     const [commit = '', parent] = rec.slice(0, sep).trim().split(' ');
-    return { kind: 'found', commit, parent: parent ? parent : null };
+    for (const v of rec.slice(sep + 1).split('\x02')) {
+      const value = v.trim();
+      // Newest first: keep the oldest commit of a value (a twin could only be someone's copy).
+      if (value !== '') commits.set(value, { commit, parent: parent ? parent : null });
+    }
   }
-  return { kind: 'none' };
+  return commits.size > 0 ? { kind: 'found', commits } : { kind: 'none' };
 }
 
-function failed(stderr: string, timedOut: boolean): CommitOutcome {
-  const c = classifyGitFailure(stderr, timedOut);
+function failed(runner: GitRunner, r: GitResult): ChainOutcome {
+  if (r.notRunnable) return { state: 'unavailable', reason: `git can no longer be run: ${firstLine(r.stderr)}` };
+  const c = classifyGitFailure(r.stderr, r.timedOut);
+  void runner;
   return pend(c.code, c.reason);
+}
+
+/** A probe that failed because git vanished is `unavailable`, not a repository problem. */
+async function unavailableIfGone(runner: GitRunner, p: Extract<RepoInspection, { kind: 'pending' }>): Promise<ChainOutcome> {
+  if (p.code === 'malformed' || p.code === 'git-error') {
+    const det = await runner.detect();
+    if (!det.ok) return { state: 'unavailable', reason: det.reason };
+  }
+  return pend(p.code, p.reason);
 }
 
 /**
@@ -187,7 +444,7 @@ function failed(stderr: string, timedOut: boolean): CommitOutcome {
 export async function createRepository(
   runner: GitRunner,
   vaultDir: string,
-): Promise<{ ok: true } | { ok: false; code: PendingCode; reason: string }> {
+): Promise<{ ok: true } | { ok: false; code: PendingCode; reason: string; unavailable?: boolean }> {
   let vault: string;
   try {
     vault = await realpath(vaultDir);
@@ -195,6 +452,7 @@ export async function createRepository(
     return { ok: false, code: 'git-error', reason: `vault: ${(e as Error).message}` };
   }
   const r = await runner.run(['init', '-q', '--template=', '-b', 'main', vault], { cwd: vault });
+  if (r.notRunnable) return { ok: false, code: 'git-error', reason: `git can no longer be run: ${firstLine(r.stderr)}`, unavailable: true };
   if (r.code !== 0) {
     const c = classifyGitFailure(r.stderr, r.timedOut);
     return { ok: false, code: c.code, reason: c.reason };

@@ -88,30 +88,70 @@ export interface StreamPlan {
   executable: ReadonlySet<string>;
 }
 
+/**
+ * The file mode each batch of a chain gives each of its paths (null = deleted).
+ * A path keeps 100755 while it exists and its entry at `from` was executable;
+ * a deletion drops the bit, so a later re-creation is 100644 — exactly what
+ * the same batches committed one at a time would have written.
+ */
+export function chainModes(batches: readonly BatchForCommit[], executable: ReadonlySet<string>): Array<Map<string, '100644' | '100755' | null>> {
+  const exec = new Set(executable);
+  return batches.map((batch) => {
+    const modes = new Map<string, '100644' | '100755' | null>();
+    for (const ch of batch.changes) {
+      if (ch.bytes === null) {
+        exec.delete(ch.path);
+        modes.set(ch.path, null);
+      } else modes.set(ch.path, exec.has(ch.path) ? '100755' : '100644');
+    }
+    return modes;
+  });
+}
+
 /** The fast-import stream for one checkpoint commit; ends with `get-mark :1` and `done`. */
 export function buildFastImportStream(batch: BatchForCommit, plan: StreamPlan): Buffer {
-  const when = `${epochSeconds(batch.createdAt)} +0000`;
-  const msg = Buffer.from(commitMessage(batch), 'utf8');
-  const chunks: Buffer[] = [
-    Buffer.from(
-      `commit ${plan.ref}\nmark :1\nauthor ${KNOWLEDGE_IDENT} ${when}\ncommitter ${KNOWLEDGE_IDENT} ${when}\ndata ${msg.length}\n`,
-      'utf8',
-    ),
-    msg,
-    Buffer.from('\n'),
-  ];
-  if (plan.from) chunks.push(Buffer.from(`from ${plan.from}\n`));
-  for (const ch of batch.changes) {
-    assertCommittablePath(ch.path);
-    const q = quotePath(ch.path);
-    if (ch.bytes === null) {
-      chunks.push(Buffer.from('D '), q, Buffer.from('\n'));
-    } else {
-      const mode = plan.executable.has(ch.path) ? '100755' : '100644';
-      chunks.push(Buffer.from(`M ${mode} inline `), q, Buffer.from(`\ndata ${ch.bytes.length}\n`), ch.bytes, Buffer.from('\n'));
+  return buildChainStream([batch], plan);
+}
+
+/**
+ * One stream for a chain of checkpoint commits, in queue order: commit i has
+ * mark :i and (after the first, whose parent is `plan.from`) the previous
+ * commit as parent. Each commit carries its own batch's date and trailers, so
+ * a rebuilt chain is byte-identical however the queue was cut into chains
+ * [GIT-6]. The stream ends with `get-mark :1` … `get-mark :n` and `done`.
+ */
+export function buildChainStream(batches: readonly BatchForCommit[], plan: StreamPlan): Buffer {
+  if (batches.length === 0) throw new TypeError('a chain needs at least one batch');
+  const modes = chainModes(batches, plan.executable);
+  const chunks: Buffer[] = [];
+  batches.forEach((batch, i) => {
+    const when = `${epochSeconds(batch.createdAt)} +0000`;
+    const msg = Buffer.from(commitMessage(batch), 'utf8');
+    chunks.push(
+      Buffer.from(
+        `commit ${plan.ref}\nmark :${i + 1}\nauthor ${KNOWLEDGE_IDENT} ${when}\ncommitter ${KNOWLEDGE_IDENT} ${when}\ndata ${msg.length}\n`,
+        'utf8',
+      ),
+      msg,
+      Buffer.from('\n'),
+    );
+    // Later commits continue the same ref, i.e. from the previous mark.
+    if (i === 0 && plan.from) chunks.push(Buffer.from(`from ${plan.from}\n`));
+    const batchModes = modes[i]!;
+    for (const ch of batch.changes) {
+      assertCommittablePath(ch.path);
+      const q = quotePath(ch.path);
+      if (ch.bytes === null) {
+        chunks.push(Buffer.from('D '), q, Buffer.from('\n'));
+      } else {
+        chunks.push(Buffer.from(`M ${batchModes.get(ch.path)!} inline `), q, Buffer.from(`\ndata ${ch.bytes.length}\n`), ch.bytes, Buffer.from('\n'));
+      }
     }
-  }
-  chunks.push(Buffer.from('\nget-mark :1\ndone\n'));
+    chunks.push(Buffer.from('\n'));
+  });
+  let tail = '';
+  for (let i = 1; i <= batches.length; i++) tail += `get-mark :${i}\n`;
+  chunks.push(Buffer.from(`${tail}done\n`));
   return Buffer.concat(chunks);
 }
 

@@ -1,13 +1,19 @@
 /**
- * Bring the user's index in line with a checkpoint for the checkpoint's paths
+ * Bring the user's index in line with checkpoints for the checkpoints' paths
  * only [GIT-10]. After an out-of-band commit the untouched index still
  * describes the old tip, so `git status` would show our files as
- * reverse-staged. Where the user's entry equals the parent's (or both are
- * absent) we write the committed entry — the exact committed blob, also on a
- * retry; where the user staged something else we leave it alone. Working files
- * are never touched, and no porcelain (add/checkout/reset/commit) runs.
+ * reverse-staged. Where the user's entry is one Knowledge itself put there or
+ * committed (the chain's base, or any commit of the chain — also after a
+ * crash, when the index may sit at any of them) we write the final committed
+ * entry: the exact committed blob. Where the user staged something else we
+ * leave it alone. Working files are never touched, and no porcelain
+ * (add/checkout/reset/commit) runs.
+ *
+ * Split into a pure planner (`planIndexUpdate`, table-tested) and the runner
+ * (`runIndexJob`: one read of the index, one write).
  */
-import { realpath } from 'node:fs/promises';
+import { readFile, realpath } from 'node:fs/promises';
+import { join } from 'node:path';
 import { classifyGitFailure, type GitRunner } from './runner.js';
 import { vaultEnv } from './inspect.js';
 import type { PendingCode } from './types.js';
@@ -16,72 +22,116 @@ export type IndexSyncOutcome =
   | { ok: true; updated: number; skipped: number }
   | { ok: false; code: PendingCode; reason: string };
 
-interface Entry {
+export interface Entry {
   mode: string;
   oid: string;
+}
+
+/** The entries one checkpoint commit set: path -> entry, or null for a deletion. */
+export type Step = ReadonlyMap<string, Entry | null>;
+
+export interface IndexJob {
+  /** The checkpoint paths; nothing else in the index is looked at or written. */
+  paths: string[];
+  objectFormat: 'sha1' | 'sha256';
+  /** Earlier commits whose entries for `paths` count as Knowledge's (the parent of a reused chain). */
+  before: string[];
+  /** The commit the new steps were built on (the branch tip), or null for a root commit. */
+  base: string | null;
+  /** Entries set by checkpoint commits already on the branch up to `base` (a retry after a crash). */
+  reusedSteps: Step[];
+  /** Entries set by the commits built on `base`, in order; the index ends with `base` + these. */
+  newSteps: Step[];
+  /** Tree entries already read by the caller: commit -> (path -> entry). Saves a spawn. */
+  known?: ReadonlyMap<string, ReadonlyMap<string, Entry>>;
+  /**
+   * The user's entries for `paths` and the filter overrides, read by the
+   * caller while the commits were being written, so that only the write is
+   * left between moving the branch and updating the index.
+   */
+  preread?: IndexRead;
+}
+
+export interface IndexRead {
+  user: Map<string, Entry>;
+  conflicted: Set<string>;
+  filters: string[];
+}
+
+export interface IndexPlan {
+  /** `git update-index -z --index-info` records. */
+  lines: string[];
+  updated: number;
+  skipped: number;
+}
+
+/**
+ * Pure: which index entries to write. For every path, the final entry is the
+ * last new step's, else the base's. The user's entry is Knowledge's if it
+ * equals the entry at any `before` commit, any step, or the base (absent
+ * counts as an entry); only those are moved to the final entry.
+ */
+export function planIndexUpdate(input: {
+  job: IndexJob;
+  trees: ReadonlyMap<string, ReadonlyMap<string, Entry>>;
+  user: ReadonlyMap<string, Entry>;
+  conflicted: ReadonlySet<string>;
+}): IndexPlan {
+  const { job, trees, user, conflicted } = input;
+  const zero = '0'.repeat(job.objectFormat === 'sha256' ? 64 : 40);
+  const treeEntry = (commit: string | null, path: string): Entry | null => (commit === null ? null : (trees.get(commit)?.get(path) ?? null));
+  const plan: IndexPlan = { lines: [], updated: 0, skipped: 0 };
+  for (const path of new Set(job.paths)) {
+    if (conflicted.has(path)) {
+      plan.skipped++; // a conflict is the user's to resolve
+      continue;
+    }
+    const ours: Array<Entry | null> = [treeEntry(job.base, path), ...job.before.map((c) => treeEntry(c, path))];
+    let final = treeEntry(job.base, path);
+    for (const step of job.reusedSteps) if (step.has(path)) ours.push(step.get(path)!);
+    for (const step of job.newSteps) {
+      if (!step.has(path)) continue;
+      final = step.get(path)!;
+      ours.push(final);
+    }
+    const mine = user.get(path) ?? null;
+    if (same(mine, final)) continue;
+    if (!ours.some((e) => same(e, mine))) {
+      plan.skipped++; // the user staged something else for this path [GIT-10]
+      continue;
+    }
+    plan.lines.push(final ? `${final.mode} ${final.oid}\t${path}\0` : `0 ${zero}\t${path}\0`);
+    plan.updated++;
+  }
+  return plan;
 }
 
 /** Above this many bytes of paths we list everything and filter instead of passing pathspecs (ARG_MAX). */
 const MAX_PATHSPEC_BYTES = 64 * 1024;
 
-export async function syncIndex(
-  runner: GitRunner,
-  vaultDir: string,
-  commit: string,
-  parent: string | null,
-  paths: string[],
-): Promise<IndexSyncOutcome> {
-  if (paths.length === 0) return { ok: true, updated: 0, skipped: 0 };
+export async function runIndexJob(runner: GitRunner, vaultDir: string, job: IndexJob): Promise<IndexSyncOutcome> {
+  if (job.paths.length === 0) return { ok: true, updated: 0, skipped: 0 };
   let vault: string;
   try {
     vault = await realpath(vaultDir);
   } catch (e) {
     return { ok: false, code: 'git-error', reason: `vault: ${(e as Error).message}` };
   }
-  const wanted = new Set(paths);
-  const pathspec = pathspecArgs(paths);
-  // Literal pathspecs: a vault file may be called "*.md" or ":(top)x".
-  const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' };
-
-  // One diff-tree gives the parent's and the commit's entries for every path
-  // that differs; a path it does not mention is identical in both.
-  const diffArgs = parent
-    ? ['diff-tree', '-r', '-z', '--no-renames', parent, commit]
-    : ['diff-tree', '-r', '-z', '--no-renames', '--no-commit-id', '--root', commit];
-  // Independent reads run together; `config` is only used if we write.
-  const [diff, ls, filters] = await Promise.all([
-    runner.run([...diffArgs, ...pathspec], { cwd: vault, env }),
-    runner.run(['ls-files', '-s', '-z', ...pathspec], { cwd: vault, env }),
-    filterOverrides(runner, vault),
+  const toRead = [...new Set([...job.before, ...(job.base ? [job.base] : [])])].filter((c) => !job.known?.has(c));
+  const [pre, ...read] = await Promise.all([
+    job.preread ? Promise.resolve(job.preread) : readIndex(runner, vault, job.paths),
+    ...toRead.map((c) => readTreeEntries(runner, vault, c, job.paths)),
   ]);
-  if (diff.code !== 0) return fail(diff.stderr, diff.timedOut);
-  const changed = parseRawDiff(diff.stdout, wanted);
-  if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
-  const { entries: index, conflicted } = parseLsFiles(ls.stdout, wanted);
-
-  let skipped = 0;
-  const lines: string[] = [];
-  for (const path of wanted) {
-    const d = changed.get(path);
-    const user = index.get(path) ?? null;
-    if (conflicted.has(path)) {
-      skipped++;
-      continue;
-    }
-    if (!d) {
-      // Parent and commit agree here (e.g. a retry found the bytes already
-      // committed): nothing to move; a different user entry is theirs.
-      continue;
-    }
-    if (same(user, d.after)) continue;
-    if (!same(user, d.before)) {
-      skipped++; // the user staged something else for this path [GIT-10]
-      continue;
-    }
-    if (d.after) lines.push(`${d.after.mode} ${d.after.oid}\t${path}\0`);
-    else lines.push(`0 ${d.zero}\t${path}\0`);
+  if (!('user' in pre)) return pre;
+  const trees = new Map<string, ReadonlyMap<string, Entry>>(job.known ?? []);
+  for (let i = 0; i < toRead.length; i++) {
+    const r = read[i]!;
+    if (!r.ok) return r;
+    trees.set(toRead[i]!, r.entries);
   }
-  if (lines.length === 0) return { ok: true, updated: 0, skipped };
+  const plan = planIndexUpdate({ job, trees, user: pre.user, conflicted: pre.conflicted });
+  if (plan.lines.length === 0) return { ok: true, updated: 0, skipped: plan.skipped };
+  const filters = pre.filters;
 
   // --index-info takes index.lock the normal way; a held lock is reported and
   // left in place [GIT-19]. Entries carry no stat data; `git status` refreshes
@@ -90,12 +140,73 @@ export async function syncIndex(
   const up = await runner.run(['update-index', '--add', '--replace', '-z', '--index-info'], {
     cwd: vault,
     env: vaultEnv(vault),
-    input: lines.join(''),
+    input: plan.lines.join(''),
     extraConfig: filters,
     dropOverrides: ['core.untrackedCache'],
   });
   if (up.code !== 0) return fail(up.stderr, up.timedOut);
-  return { ok: true, updated: lines.length, skipped };
+  return { ok: true, updated: plan.updated, skipped: plan.skipped };
+}
+
+/**
+ * The user's index entries for `paths` (one `ls-files`) and the filter
+ * overrides an index write needs. With `whole`, the whole index is listed
+ * instead (cheap for a small index) and `unmerged` says whether any path at
+ * all has an unresolved conflict, which saves the separate probe.
+ */
+export async function readIndex(
+  runner: GitRunner,
+  vault: string,
+  paths: string[],
+  opts: { whole?: boolean } = {},
+): Promise<(IndexRead & { unmerged?: boolean }) | { ok: false; code: PendingCode; reason: string }> {
+  // Literal pathspecs: a vault file may be called "*.md" or ":(top)x".
+  const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' };
+  const [ls, filters] = await Promise.all([
+    runner.run(['ls-files', '-s', '-z', ...(opts.whole ? [] : pathspecArgs(paths))], { cwd: vault, env }),
+    filterOverrides(runner, vault),
+  ]);
+  if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
+  if (!Array.isArray(filters)) return filters as { ok: false; code: PendingCode; reason: string };
+  const { entries, conflicted, anyConflict } = parseLsFiles(ls.stdout, new Set(paths));
+  return { user: entries, conflicted, filters, ...(opts.whole ? { unmerged: anyConflict } : {}) };
+}
+
+/**
+ * One checkpoint, as before chains existed: the index moves from `parent`'s
+ * entries to `commit`'s for `paths`.
+ */
+export async function syncIndex(
+  runner: GitRunner,
+  vaultDir: string,
+  commit: string,
+  parent: string | null,
+  paths: string[],
+): Promise<IndexSyncOutcome> {
+  return runIndexJob(runner, vaultDir, {
+    paths,
+    objectFormat: commit.length === 64 ? 'sha256' : 'sha1',
+    before: parent ? [parent] : [],
+    base: commit,
+    reusedSteps: [],
+    newSteps: [],
+  });
+}
+
+/** `ls-tree -r` entries of `commit` for `paths` (absent paths are simply missing). */
+export async function readTreeEntries(
+  runner: GitRunner,
+  vault: string,
+  commit: string,
+  paths: string[],
+): Promise<{ ok: true; entries: Map<string, Entry> } | { ok: false; code: PendingCode; reason: string }> {
+  if (paths.length === 0) return { ok: true, entries: new Map() };
+  const r = await runner.run(['ls-tree', '-r', '-z', '--full-tree', commit, ...pathspecArgs(paths)], {
+    cwd: vault,
+    env: { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' },
+  });
+  if (r.code !== 0) return fail(r.stderr, r.timedOut);
+  return { ok: true, entries: parseLsTree(r.stdout, new Set(paths)) };
 }
 
 /**
@@ -107,6 +218,11 @@ export async function syncIndex(
  * racy entry is then merely marked for re-check by the user's next status.
  */
 export async function filterOverrides(runner: GitRunner, vault: string): Promise<string[] | IndexSyncOutcome> {
+  // Knowledge reads no global or system config, so the repository's own files
+  // are the whole configuration: read them in-process when they include
+  // nothing else (saves a git process per checkpoint).
+  const local = await filterDriversInFiles(join(vault, '.git'));
+  if (local) return overridesFor(local);
   const r = await runner.run(['config', '-z', '--get-regexp', '^filter\\.'], { cwd: vault, env: vaultEnv(vault) });
   if (r.code === 1 && r.stderr.trim() === '') return []; // no filter configured
   if (r.code !== 0) return fail(r.stderr, r.timedOut);
@@ -116,12 +232,56 @@ export async function filterOverrides(runner: GitRunner, vault: string): Promise
     const m = /^filter\.(.+)\.[^.]+$/.exec(key);
     if (m?.[1]) drivers.add(m[1]);
   }
+  return overridesFor(drivers);
+}
+
+function overridesFor(drivers: Iterable<string>): string[] {
   const out: string[] = [];
   for (const d of drivers) out.push(`filter.${d}.clean=`, `filter.${d}.smudge=`, `filter.${d}.process=`, `filter.${d}.required=false`);
   return out;
 }
 
-function fail(stderr: string, timedOut: boolean): IndexSyncOutcome {
+/**
+ * Filter driver names in .git/config (and config.worktree), or null when
+ * git must answer: an include, or a file that cannot be read. Section
+ * syntax: `[filter "name"]` (escapes \\" and \\\\) or the old `[filter.name]`.
+ */
+export async function filterDriversInFiles(gitDir: string): Promise<Set<string> | null> {
+  const drivers = new Set<string>();
+  for (const name of ['config', 'config.worktree']) {
+    let text: string;
+    try {
+      text = await readFile(join(gitDir, name), 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT' && name !== 'config') continue;
+      return null;
+    }
+    const found = parseFilterSections(text);
+    if (!found) return null;
+    for (const d of found) drivers.add(d);
+  }
+  return drivers;
+}
+
+/** Pure: filter driver names declared in one config file's text; null if it includes other files. */
+export function parseFilterSections(text: string): Set<string> | null {
+  const out = new Set<string>();
+  const re = /\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\\n]|\\.)*)")?\s*\]/g;
+  for (const line of text.split('\n')) {
+    const trimmed = line.trimStart();
+    if (!trimmed.startsWith('[')) continue;
+    re.lastIndex = 0;
+    const m = re.exec(trimmed);
+    if (!m) return null; // a section header we cannot read: let git answer
+    const section = m[1]!.toLowerCase();
+    if (section === 'include' || section === 'includeif' || section.startsWith('include.') || section.startsWith('includeif.')) return null;
+    if (section === 'filter' && m[2] !== undefined) out.add(m[2].replace(/\\(.)/g, '$1'));
+    else if (section.startsWith('filter.') && m[2] === undefined) out.add(section.slice('filter.'.length));
+  }
+  return out;
+}
+
+function fail(stderr: string, timedOut: boolean): { ok: false; code: PendingCode; reason: string } {
   const c = classifyGitFailure(stderr, timedOut);
   return { ok: false, code: c.code, reason: c.reason };
 }
@@ -137,39 +297,34 @@ export function pathspecArgs(paths: string[]): string[] {
   return bytes > MAX_PATHSPEC_BYTES ? [] : ['--', ...paths];
 }
 
-const isZeroMode = (m: string) => /^0+$/.test(m);
-
-/** Parse `diff-tree -r -z` raw output: ":old new oldoid newoid X\0path\0". */
-export function parseRawDiff(out: Buffer, wanted: ReadonlySet<string>): Map<string, { before: Entry | null; after: Entry | null; zero: string }> {
-  const res = new Map<string, { before: Entry | null; after: Entry | null; zero: string }>();
-  const fields = out.toString('utf8').split('\0');
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    const meta = fields[i] ?? '';
-    const path = fields[i + 1] ?? '';
-    if (!meta.startsWith(':')) continue;
-    if (!wanted.has(path)) continue;
-    const [oldMode = '', newMode = '', oldOid = '', newOid = ''] = meta.slice(1).split(' ');
-    res.set(path, {
-      before: isZeroMode(oldMode) ? null : { mode: oldMode, oid: oldOid },
-      after: isZeroMode(newMode) ? null : { mode: newMode, oid: newOid },
-      zero: '0'.repeat(oldOid.length || 40),
-    });
-  }
-  return res;
-}
-
-/** Parse `ls-files -s -z`: "mode oid stage\tpath\0". Stage > 0 marks a conflict we never touch. */
-export function parseLsFiles(out: Buffer, wanted: ReadonlySet<string>): { entries: Map<string, Entry>; conflicted: Set<string> } {
+/** Parse `ls-tree -r -z`: "mode type oid\tpath\0". */
+export function parseLsTree(out: Buffer, wanted: ReadonlySet<string>): Map<string, Entry> {
   const entries = new Map<string, Entry>();
-  const conflicted = new Set<string>();
   for (const rec of out.toString('utf8').split('\0')) {
     const tab = rec.indexOf('\t');
     if (tab < 0) continue;
     const path = rec.slice(tab + 1);
     if (!wanted.has(path)) continue;
+    const [mode = '', , oid = ''] = rec.slice(0, tab).split(' ');
+    entries.set(path, { mode, oid });
+  }
+  return entries;
+}
+
+/** Parse `ls-files -s -z`: "mode oid stage\tpath\0". Stage > 0 marks a conflict we never touch. */
+export function parseLsFiles(out: Buffer, wanted: ReadonlySet<string>): { entries: Map<string, Entry>; conflicted: Set<string>; anyConflict: boolean } {
+  const entries = new Map<string, Entry>();
+  const conflicted = new Set<string>();
+  let anyConflict = false;
+  for (const rec of out.toString('utf8').split('\0')) {
+    const tab = rec.indexOf('\t');
+    if (tab < 0) continue;
     const [mode = '', oid = '', stage = '0'] = rec.slice(0, tab).split(' ');
+    if (stage !== '0') anyConflict = true;
+    const path = rec.slice(tab + 1);
+    if (!wanted.has(path)) continue;
     if (stage !== '0') conflicted.add(path);
     else entries.set(path, { mode, oid });
   }
-  return { entries, conflicted };
+  return { entries, conflicted, anyConflict };
 }

@@ -3,7 +3,7 @@
  * now. Every repository problem is `pending` with a stable code, never
  * `unavailable` [GIT-18]; nothing found here is repaired or removed [GIT-19].
  */
-import { lstat, realpath, stat } from 'node:fs/promises';
+import { lstat, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
 import type { PendingCode } from './types.js';
@@ -19,6 +19,8 @@ export type RepoInspection =
       /** null = unborn, allowed only when the repository has no refs at all. */
       head: string | null;
       objectFormat: 'sha1' | 'sha256';
+      /** The vault's real path (the repository's work tree). */
+      workTree: string;
     }
   | { kind: 'pending'; code: PendingCode; reason: string };
 
@@ -48,6 +50,18 @@ export function vaultEnv(vaultReal: string): Record<string, string> {
 const pending = (code: PendingCode, reason: string): RepoInspection => ({ kind: 'pending', code, reason });
 
 export async function inspectRepository(runner: GitRunner, vaultDir: string): Promise<RepoInspection> {
+  const repo = await inspectLayout(runner, vaultDir);
+  if (repo.kind !== 'ready') return repo;
+  return (await checkUnmerged(runner, repo.workTree)) ?? repo;
+}
+
+/**
+ * Everything but the index: where the repository is, which branch HEAD
+ * names and its tip, locks and half-done operations. One `git rev-parse`
+ * (~4 ms) plus file checks; the checkpoint engine runs the index probe
+ * (`checkUnmerged`) in parallel with its own reads.
+ */
+export async function inspectLayout(runner: GitRunner, vaultDir: string): Promise<RepoInspection> {
   let vault: string;
   try {
     vault = await realpath(vaultDir);
@@ -70,12 +84,23 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
   }
 
   const env = vaultEnv(vault);
-  const rp = await runner.run(
-    ['rev-parse', '--is-bare-repository', '--git-dir', '--git-common-dir', '--show-object-format', '--show-toplevel'],
-    { cwd: vault, env },
-  );
+  // One rev-parse for the layout and the tip; `--` makes HEAD a revision even
+  // when the vault holds a file called HEAD. An unborn branch fails only on
+  // the last argument, after the layout lines were printed.
+  const [rp, headFile] = await Promise.all([
+    runner.run(
+      ['rev-parse', '--is-bare-repository', '--git-dir', '--git-common-dir', '--show-object-format', '--show-toplevel', 'HEAD^{commit}', '--'],
+      { cwd: vault, env },
+    ),
+    readHeadFile(dotGit),
+  ]);
   const lines = rp.stdout.toString('utf8').split('\n');
-  if (rp.code !== 0) {
+  // Unresolved HEAD and nothing else wrong: the only complaint is about HEAD
+  // itself (a damaged object says more, and is malformed instead).
+  const headUnresolved = rp.code !== 0 && lines.length >= 6 && lines[4] !== '' && rp.stderr.split('\n').every(
+    (l) => l.trim() === '' || /^fatal: (bad revision|ambiguous argument) 'HEAD\^\{commit\}'/.test(l) || /^(Use '--'|'git <command>)/.test(l),
+  );
+  if (rp.code !== 0 && !headUnresolved) {
     if (lines[0] === 'true') return pending('not-vault-root', 'vault/.git is a bare repository (core.bare=true); it has no work tree at the vault');
     const c = classifyGitFailure(rp.stderr, rp.timedOut);
     // Anything git refuses to open is a repository problem, not a missing git [GIT-18].
@@ -99,43 +124,43 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
   if (topReal !== vault) return pending('not-vault-root', `the repository's work tree is ${topReal}, not the vault (core.worktree)`);
   if (fmt !== 'sha1' && fmt !== 'sha256') return pending('malformed', `unsupported object format ${fmt}`);
 
-  // The remaining probes are independent: run them together (each git
-  // process costs ~4 ms to start), then judge in a fixed priority order.
-  const [inProgress, sym, head, refs, unmerged, locksPresent] = await Promise.all([
-    firstExisting(IN_PROGRESS.map((p) => join(gitDir, p.name))),
-    runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env }),
-    runner.run(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { cwd: vault, env }),
-    runner.run(['for-each-ref', '--count=2', '--format=%(refname)'], { cwd: vault, env }),
-    runner.run(['ls-files', '-u', '-z'], { cwd: vault, env }),
-    Promise.all(['index.lock', 'HEAD.lock', 'packed-refs.lock'].map((n) => exists(join(gitDir, n)))),
-  ]);
-
   // Operations left half-done by the user: finish them first [GIT-18].
+  const inProgress = await firstExisting(IN_PROGRESS.map((p) => join(gitDir, p.name)));
   if (inProgress >= 0) {
     const p = IN_PROGRESS[inProgress]!;
     return pending('operation-in-progress', `${p.what} is in progress (.git/${p.name}); finish or abort it, then retry`);
   }
 
-  if (sym.code === 1) return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
-  if (sym.code !== 0) return failed(sym.stderr, sym.timedOut);
-  const branchRef = sym.stdout.toString('utf8').trim();
+  // The branch HEAD names, read the way the files ref backend stores it;
+  // anything unusual (a symlinked HEAD, another ref backend) asks git.
+  let branchRef: string;
+  if (headFile.kind === 'detached') return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
+  if (headFile.kind === 'branch') branchRef = headFile.ref;
+  else {
+    const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env });
+    if (sym.code === 1) return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
+    if (sym.code !== 0) return failed(sym.stderr, sym.timedOut);
+    branchRef = sym.stdout.toString('utf8').trim();
+  }
   if (!branchRef.startsWith('refs/heads/')) return pending('detached-head', `HEAD points at ${branchRef}, not a local branch`);
 
   // A lock never blocks reading but would fail (or race) our write. Report it
   // and leave it in place: a stale lock is the user's to remove [GIT-19].
-  const lockNames = ['index.lock', 'HEAD.lock', 'packed-refs.lock'];
-  const held = lockNames.find((_, i) => locksPresent[i]) ?? ((await exists(join(gitDir, `${branchRef}.lock`))) ? `${branchRef}.lock` : undefined);
+  const lockNames = ['index.lock', 'HEAD.lock', 'packed-refs.lock', `${branchRef}.lock`];
+  const locksPresent = await Promise.all(lockNames.map((n) => exists(join(gitDir, n))));
+  const held = lockNames.find((_, i) => locksPresent[i]);
   if (held) {
     return pending('locked', `.git/${held} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);
   }
 
   let headOid: string | null = null;
-  if (head.code === 0) {
-    headOid = head.stdout.toString('utf8').trim();
+  if (!headUnresolved) {
+    headOid = lines[5]?.trim() ?? '';
+    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(headOid)) return pending('malformed', `unexpected rev-parse output for HEAD: ${headOid}`);
   } else {
-    if (head.stderr.trim() !== '' || head.timedOut) return failed(head.stderr, head.timedOut);
     // Unborn: fine for a fresh repository, suspicious when other refs exist
     // (an orphan checkout or a deleted branch) [GIT-18].
+    const refs = await runner.run(['for-each-ref', '--count=2', '--format=%(refname)'], { cwd: vault, env });
     if (refs.code !== 0) return failed(refs.stderr, refs.timedOut);
     const others = refs.stdout.toString('utf8').split('\n').filter((r) => r !== '' && r !== SCRATCH_REF);
     if (others.length > 0) {
@@ -145,12 +170,33 @@ export async function inspectRepository(runner: GitRunner, vaultDir: string): Pr
     if (await exists(join(gitDir, branchRef))) return pending('malformed', `${branchRef} exists but does not name a commit`);
   }
 
-  if (unmerged.code !== 0) return failed(unmerged.stderr, unmerged.timedOut);
-  if (unmerged.stdout.length > 0) {
-    return pending('unmerged', 'the index has unmerged entries (an unresolved conflict); resolve them, then retry');
-  }
+  return { kind: 'ready', gitDir, branchRef, head: headOid, objectFormat: fmt, workTree: vault };
+}
 
-  return { kind: 'ready', gitDir, branchRef, head: headOid, objectFormat: fmt };
+/** Unmerged index entries (an unresolved conflict, also without any operation file) [GIT-18]. */
+export async function checkUnmerged(runner: GitRunner, vault: string): Promise<RepoInspection | null> {
+  const r = await runner.run(['ls-files', '-u', '-z'], { cwd: vault, env: vaultEnv(vault) });
+  if (r.code !== 0) return failed(r.stderr, r.timedOut);
+  if (r.stdout.length > 0) return pending('unmerged', 'the index has unmerged entries (an unresolved conflict); resolve them, then retry');
+  return null;
+}
+
+type HeadFile = { kind: 'branch'; ref: string } | { kind: 'detached' } | { kind: 'ask-git' };
+
+/** Read .git/HEAD as the files backend writes it; anything else is left to git. */
+async function readHeadFile(dotGit: string): Promise<HeadFile> {
+  try {
+    const p = join(dotGit, 'HEAD');
+    if (!(await lstat(p)).isFile()) return { kind: 'ask-git' };
+    const text = await readFile(p, 'utf8');
+    const m = /^ref:[ \t]*(refs\/\S+)[ \t]*\n?$/.exec(text);
+    // refs/heads/.invalid is what newer ref backends (reftable) leave in the file.
+    if (m && m[1] !== 'refs/heads/.invalid') return { kind: 'branch', ref: m[1]! };
+    if (/^[0-9a-f]{40}([0-9a-f]{24})?\n?$/.test(text)) return { kind: 'detached' };
+  } catch {
+    /* unreadable: git reports it precisely */
+  }
+  return { kind: 'ask-git' };
 }
 
 function failed(stderr: string, timedOut: boolean): RepoInspection {

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync, readdirSync } from 'node:fs';
 import { GitRunner, GIT_OVERRIDES, classifyGitFailure } from './runner.js';
 import { makeSandbox, userRepo, type GitSandbox } from './test-sandbox.js';
 
@@ -23,6 +24,13 @@ describe('GitRunner', () => {
     const r = await new GitRunner({ gitPath: '/nonexistent/git' }).run(['status'], { cwd: '/' });
     expect(r.code).toBe(-1);
     expect(r.stderr).toContain('ENOENT');
+  });
+
+  it.skipIf(!existsSync('/proc/self/fd'))('keeps no descriptors open for attempts while git is missing (needs /proc)', async () => {
+    const runner = new GitRunner({ gitPath: '/nonexistent/git' });
+    const before = readdirSync('/proc/self/fd').length;
+    for (let i = 0; i < 300; i++) expect((await runner.detect()).ok).toBe(false);
+    expect(readdirSync('/proc/self/fd').length - before).toBeLessThan(10);
   });
 
   it('does not leak inherited GIT_* variables into git', async () => {

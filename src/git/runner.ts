@@ -22,6 +22,8 @@ export interface GitResult {
   stdout: Buffer;
   stderr: string;
   timedOut: boolean;
+  /** The executable could not be started at all (ENOENT/EACCES): git is unavailable, not the repository broken. */
+  notRunnable?: boolean;
 }
 
 export type GitDetect = { ok: true; version: string } | { ok: false; reason: string };
@@ -34,6 +36,8 @@ export interface GitRunOptions {
   env?: Record<string, string>;
   /** Leave stdin open when no input is given (a git that waits; tests use it to prove the timeout). */
   holdStdin?: boolean;
+  /** Session support: receives the child; its stdout then belongs to the caller. */
+  onSpawn?: (child: ReturnType<typeof spawn>) => void;
   /** More `-c key=value` overrides, after the fixed ones. */
   extraConfig?: string[];
   /**
@@ -80,7 +84,8 @@ const NO_HOME = '/dev/null/knowledge-home';
 export class GitRunner {
   private readonly gitPath: string;
   private readonly pathEnv: string;
-  private readonly timeoutMs: number;
+  /** Default per-call timeout (ms). */
+  readonly timeoutMs: number;
   /** Only a positive detection is cached: Git installed later must be noticed [GIT-17]. */
   private detected: GitDetect | null = null;
 
@@ -93,7 +98,8 @@ export class GitRunner {
   async detect(): Promise<GitDetect> {
     if (this.detected) return this.detected;
     const r = await this.run(['--version'], { cwd: '/', timeoutMs: Math.min(this.timeoutMs, 10_000) });
-    if (r.code === -1 && !r.timedOut) return { ok: false, reason: 'git executable not found on PATH' };
+    if (r.notRunnable) return { ok: false, reason: 'git executable not found on PATH' };
+    if (r.code === -1 && !r.timedOut) return { ok: false, reason: `cannot start git: ${firstLine(r.stderr)}` };
     if (r.timedOut) return { ok: false, reason: 'git --version timed out' };
     if (r.code !== 0) return { ok: false, reason: `git --version failed: ${firstLine(r.stderr)}` };
     const text = r.stdout.toString('utf8').trim();
@@ -167,14 +173,21 @@ export class GitRunner {
         timedOut = true;
         killGroup(child);
       }, timeoutMs);
-      child.stdout?.on('data', (b: Buffer) => out.push(b));
+      if (opts.onSpawn) opts.onSpawn(child);
+      else child.stdout?.on('data', (b: Buffer) => out.push(b));
       child.stderr?.on('data', (b: Buffer) => err.push(b));
       child.on('error', (e: NodeJS.ErrnoException) => {
         // ENOENT/EACCES for the executable, or for a missing cwd.
-        const what = e.code === 'ENOENT' || e.code === 'EACCES'
-          ? `cannot run ${this.gitPath} in ${opts.cwd}: ${e.code}`
-          : errText(e);
-        finish({ code: -1, stdout: Buffer.concat(out), stderr: what, timedOut });
+        // A spawn that failed still opened pipes: close them, or every
+        // attempt while git is missing would leak two descriptors.
+        child.stdin?.destroy();
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        const missing = e.code === 'ENOENT' || e.code === 'EACCES';
+        const what = missing ? `cannot run ${this.gitPath} in ${opts.cwd}: ${e.code}` : errText(e);
+        // Git removed while we run: detect again next time [GIT-17].
+        if (missing) this.detected = null;
+        finish({ code: -1, stdout: Buffer.concat(out), stderr: what, timedOut, ...(missing ? { notRunnable: true } : {}) });
       });
       child.on('close', (code, signal) => {
         finish({
@@ -190,6 +203,69 @@ export class GitRunner {
       else if (!opts.holdStdin) child.stdin?.end();
     });
   }
+}
+
+/**
+ * A git process Knowledge talks to while it runs (fast-import's `ls`): write
+ * commands, read reply lines, then end the input. Same environment,
+ * overrides and timeout as `run`; the result's stdout holds the lines not
+ * read with `readLine`.
+ */
+export interface GitSession {
+  write(data: Buffer | string): void;
+  /** The next stdout line without its newline; null once stdout has ended. */
+  readLine(): Promise<string | null>;
+  end(data?: Buffer | string): void;
+  readonly done: Promise<GitResult>;
+}
+
+export function startSession(runner: GitRunner, args: string[], opts: Omit<GitRunOptions, 'input' | 'holdStdin'>): GitSession {
+  let buffered = Buffer.alloc(0);
+  let ended = false;
+  const waiters: Array<(line: string | null) => void> = [];
+  const pump = () => {
+    while (waiters.length > 0) {
+      const nl = buffered.indexOf(0x0a);
+      if (nl >= 0) {
+        const line = buffered.subarray(0, nl).toString('utf8');
+        buffered = buffered.subarray(nl + 1);
+        waiters.shift()!(line);
+      } else if (ended) waiters.shift()!(null);
+      else return;
+    }
+  };
+  let stdin: NodeJS.WritableStream | null = null;
+  const done = runner.run(args, {
+    ...opts,
+    holdStdin: true,
+    onSpawn: (child) => {
+      stdin = child.stdin;
+      child.stdout?.on('data', (b: Buffer) => {
+        buffered = Buffer.concat([buffered, b]);
+        pump();
+      });
+      child.stdout?.on('end', () => {
+        ended = true;
+        pump();
+      });
+    },
+  }).then((r) => {
+    ended = true;
+    pump();
+    return { ...r, stdout: buffered };
+  });
+  return {
+    write: (data) => void stdin?.write(data),
+    readLine: () => new Promise((resolve) => {
+      waiters.push(resolve);
+      pump();
+    }),
+    end: (data) => {
+      if (data !== undefined) stdin?.end(data);
+      else stdin?.end();
+    },
+    done,
+  };
 }
 
 function killGroup(child: ReturnType<typeof spawn>): void {
@@ -240,7 +316,7 @@ export function classifyGitFailure(stderr: string, timedOut: boolean): { code: P
   if (s.includes('but expected') || s.includes('reference already exists') || (s.includes('cannot lock ref') && s.includes('expected'))) {
     return say('branch-moved', 'the branch moved while Knowledge was committing; retry');
   }
-  if (s.includes('Permission denied') || s.includes('insufficient permission')) {
+  if (s.includes('Permission denied') || s.includes('insufficient permission') || s.includes('Operation not permitted')) {
     return say('permission', 'git could not read or write the repository');
   }
   if (

@@ -11,9 +11,10 @@ import m001 from './migrations/001-core.js';
 import m002 from './migrations/002-scans.js';
 import m003 from './migrations/003-read.js';
 import m004 from './migrations/004-attachments.js';
+import m005 from './migrations/005-verify.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004];
+const migrations: string[] = [m001, m002, m003, m004, m005];
 
 export const SCHEMA_VERSION = migrations.length;
 

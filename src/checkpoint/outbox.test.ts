@@ -1,0 +1,184 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { GitRunner } from '../git/runner.js';
+import { join } from 'node:path';
+import { initStore } from '../store/store.js';
+import { KnowledgeService } from '../service.js';
+import { batchGitState, drainOutbox } from './outbox.js';
+import { makeSandbox, ugit, type GitSandbox } from '../git/test-sandbox.js';
+
+/**
+ * The outbox drain in-process: queued batches are committed in chains (one
+ * stream, one branch update, one transaction, one index write per chain),
+ * still one commit per batch with its own bytes, in order [GIT-5][GIT-7].
+ */
+let sb: GitSandbox | undefined;
+const open: KnowledgeService[] = [];
+afterEach(() => {
+  for (const s of open.splice(0)) s.close();
+  sb?.cleanup();
+  sb = undefined;
+});
+
+function service(git: 'missing' | 'present'): KnowledgeService {
+  const env = { ...sb!.env, KNOWLEDGE_HOME: join(sb!.dir, 'kh') };
+  const dir = join(sb!.dir, 'st');
+  if (!existsSync(dir)) initStore(dir, { env });
+  const s = KnowledgeService.open(dir, { write: true, env, git: git === 'missing' ? { gitPath: join(sb!.dir, 'no-git') } : {} });
+  open.push(s);
+  return s;
+}
+const page = (title: string, body: string, head = '') => `---\n${head}kind: page\ntitle: ${title}\n---\n${body}\n`;
+
+async function publishVersions(s: KnowledgeService, n: number) {
+  const first = await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', 'v1')], evidence: [] });
+  const id = first.records[0]!.id;
+  const out = [first];
+  for (let v = 2; v <= n; v++) {
+    out.push(await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', `v${v}`, `id: ${id}\nrevision: ${v - 1}\n`)], evidence: [] }));
+  }
+  return out;
+}
+
+describe('drainOutbox in chains', () => {
+  it('commits 7 queued versions in chains of 3: seven commits, in order, each with its own bytes', async () => {
+    sb = makeSandbox();
+    const offline = service('missing');
+    const pubs = await publishVersions(offline, 7);
+    expect(pubs.every((p) => p.git.state === 'unavailable')).toBe(true);
+    offline.close();
+    open.pop();
+    const s = service('present');
+    const r = await drainOutbox(s.store, s.runner, { maxChainBatches: 3 });
+    expect(r.blocked).toBeNull();
+    expect(r.committed).toHaveLength(7);
+    const vault = s.store.paths.vault;
+    const log = ugit(sb, vault, ['log', '--reverse', '--format=%H %(trailers:key=Knowledge-Publication,valueonly,separator=)', 'main']).trim().split('\n').map((l) => l.split(' '));
+    expect(log.map((l) => l[1])).toEqual(pubs.map((p) => p.publicationId));
+    const path = pubs[0]!.records[0]!.path;
+    log.forEach(([commit], i) => expect(ugit(sb!, vault, ['show', `${commit}:${path}`])).toContain(`\nv${i + 1}\n`));
+    // Three chains: three branch moves in the reflog.
+    expect(ugit(sb, vault, ['reflog', 'show', '--format=%gs', 'refs/heads/main']).trim().split('\n')).toHaveLength(3);
+    for (const p of pubs) expect(s.publicationReceipt(p.publicationId).git).toEqual({ state: 'committed', commit: log[pubs.indexOf(p)]![0] });
+    expect(ugit(sb, vault, ['status', '--porcelain'])).toBe('');
+    // Bytes are dropped once committed; blob ids are kept in their place [PUB-6].
+    const files = s.store.db.prepare('SELECT bytes, blob_oid, mode FROM batch_files').all() as Array<{ bytes: Buffer | null; blob_oid: string; mode: string }>;
+    expect(files.every((f) => f.bytes === null && /^[0-9a-f]{40}$/.test(f.blob_oid) && f.mode === '100644')).toBe(true);
+  });
+
+  it('a batch above the byte budget goes alone; the order is kept', async () => {
+    sb = makeSandbox();
+    const offline = service('missing');
+    const pubs = await publishVersions(offline, 4);
+    offline.close();
+    open.pop();
+    const s = service('present');
+    const r = await drainOutbox(s.store, s.runner, { maxChainBytes: 1 });
+    expect(r.committed).toHaveLength(4);
+    expect(ugit(sb, s.store.paths.vault, ['reflog', 'show', '--format=%gs', 'refs/heads/main']).trim().split('\n')).toHaveLength(4);
+    expect(ugit(sb, s.store.paths.vault, ['log', '--format=%(trailers:key=Knowledge-Publication,valueonly,separator=)', 'main']).trim().split('\n').reverse())
+      .toEqual(pubs.map((p) => p.publicationId));
+  });
+
+  it('a chain that times out is cut down and retried: the queue still drains, in order', async () => {
+    sb = makeSandbox();
+    const offline = service('missing');
+    // 12 publications of 17 records each (more than fast-import is asked `ls` for).
+    const pubs = [];
+    for (let i = 0; i < 12; i++) {
+      const records = Array.from({ length: 17 }, (_, j) => page(`Doc ${i}-${j}`, `v${i}`));
+      pubs.push(await offline.publish({ partition: 'private', actor: 'agent', records, evidence: [] }));
+    }
+    offline.close();
+    open.pop();
+    // A git whose fast-import hangs on any stream of more than 5 commits.
+    const log = join(sb.dir, 'fast-import.log');
+    const slow = join(sb.dir, 'slow-git');
+    writeFileSync(slow, [
+      '#!/bin/sh',
+      'for a in "$@"; do',
+      '  if [ "$a" = fast-import ]; then',
+      `    tmp=$(mktemp); cat > "$tmp"; n=$(grep -c '^commit ' "$tmp"); echo "$n" >> "${log}"`,
+      '    if [ "$n" -gt 5 ]; then exec sleep 60; fi',
+      '    exec git "$@" < "$tmp"',
+      '  fi',
+      'done',
+      'exec git "$@"',
+      '',
+    ].join('\n'));
+    chmodSync(slow, 0o755);
+    const s = service('present');
+    const runner = new GitRunner({ gitPath: slow, timeoutMs: 2500 });
+    const r = await drainOutbox(s.store, runner);
+    expect(r.blocked).toBeNull();
+    expect(r.committed).toHaveLength(12);
+    const sizes = readFileSync(log, 'utf8').trim().split('\n').map(Number);
+    expect(sizes[0]).toBe(12); // the first chain timed out …
+    expect(sizes.filter((n) => n > 5).length).toBeGreaterThanOrEqual(1);
+    expect(sizes.filter((n) => n <= 5).reduce((a, b) => a + b, 0)).toBe(12); // … and smaller ones committed everything once
+    expect(ugit(sb, s.store.paths.vault, ['log', '--format=%(trailers:key=Knowledge-Publication,valueonly,separator=)', 'main']).trim().split('\n').reverse())
+      .toEqual(pubs.map((p) => p.publicationId));
+  }, 60_000);
+
+  it('stops at `through`: later batches stay queued', async () => {
+    sb = makeSandbox();
+    const offline = service('missing');
+    const pubs = await publishVersions(offline, 5);
+    offline.close();
+    open.pop();
+    const s = service('present');
+    const third = s.store.db.prepare('SELECT batch_id FROM publications WHERE publication_id = ?').get(pubs[2]!.publicationId) as { batch_id: number };
+    const r = await drainOutbox(s.store, s.runner, { through: third.batch_id });
+    expect(r.committed).toHaveLength(3);
+    expect(s.publicationReceipt(pubs[3]!.publicationId).git).toMatchObject({ state: 'pending', code: 'waiting' }); // still queued
+    expect(ugit(sb, s.store.paths.vault, ['rev-list', '--count', 'main']).trim()).toBe('3');
+  });
+
+  it('an index lock appearing mid-checkpoint: the commit is recorded; the index update is finished by the next drain [GIT-10][GIT-19]', async () => {
+    sb = makeSandbox();
+    const s = service('present');
+    const [first] = await publishVersions(s, 1);
+    const vault = s.store.paths.vault;
+    expect(first!.git.state).toBe('committed');
+    const lock = join(vault, '.git', 'index.lock');
+    // The lock appears after inspection (between the branch update and the index write).
+    const orig = s.runner.run.bind(s.runner);
+    s.runner.run = (args, opts) => {
+      if (args.includes('update-ref')) writeFileSync(lock, '');
+      return orig(args, opts);
+    };
+    const id = first!.records[0]!.id;
+    const second = await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', 'v2', `id: ${id}\nrevision: 1\n`)], evidence: [] });
+    s.runner.run = orig;
+    expect(second.git, JSON.stringify(second.git)).toMatchObject({ state: 'committed' });
+    expect(existsSync(lock)).toBe(true);
+    const row = s.store.db.prepare('SELECT index_synced, last_code FROM batches ORDER BY batch_id DESC LIMIT 1').get() as { index_synced: number; last_code: string };
+    expect(row).toEqual({ index_synced: 0, last_code: 'locked' });
+    expect(ugit(sb, vault, ['diff', '--cached', '--name-only']).trim()).toBe(first!.records[0]!.path); // reverse-staged for now
+    // While the lock is held, the next checkpoint is pending: a lock blocks every write [GIT-18].
+    const third = await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', 'v3', `id: ${id}\nrevision: 2\n`)], evidence: [] });
+    expect(third.git).toMatchObject({ state: 'pending', code: 'locked' });
+    rmSync(lock);
+    const r = await drainOutbox(s.store, s.runner);
+    expect(r.committed).toHaveLength(1);
+    expect(ugit(sb, vault, ['show', `main:${first!.records[0]!.path}`])).toContain('\nv3\n');
+    expect(ugit(sb, vault, ['status', '--porcelain'])).toBe('');
+    const synced = s.store.db.prepare('SELECT COUNT(*) AS n FROM batches WHERE index_synced = 0').get() as { n: number };
+    expect(synced.n).toBe(0);
+  });
+
+  it('a pending head blocks every later batch, which reports that it is waiting [GIT-5]', async () => {
+    sb = makeSandbox();
+    const s = service('present');
+    const [first] = await publishVersions(s, 1);
+    const vault = s.store.paths.vault;
+    ugit(sb, vault, ['checkout', '-q', '--detach']);
+    const id = first!.records[0]!.id;
+    const p2 = await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', 'v2', `id: ${id}\nrevision: 1\n`)], evidence: [] });
+    const p3 = await s.publish({ partition: 'private', actor: 'agent', records: [page('Other', 'x')], evidence: [] });
+    expect(p2.git).toMatchObject({ state: 'pending', code: 'detached-head' });
+    expect(p3.git).toMatchObject({ state: 'pending', code: 'waiting' });
+    const b3 = s.store.db.prepare('SELECT batch_id FROM publications WHERE publication_id = ?').get(p3.publicationId) as { batch_id: number };
+    expect(batchGitState(s.store.db, b3.batch_id)).toMatchObject({ state: 'pending', code: 'waiting', reason: expect.stringMatching(/HEAD is detached/) });
+  });
+});

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { checkStore, type BatchFact, type FileFact, type RepoFacts } from './verify.js';
+
+/** The pure half of `knowledge verify`: rows and repository facts in, coded problems out. */
+const V = 'vault-1';
+const c = (n: number) => String(n).repeat(40).slice(0, 40);
+const blob = (n: number) => `b${n}`.padEnd(40, '0');
+
+function batch(id: number, over: Partial<BatchFact> = {}): BatchFact {
+  return { batchId: id, kind: 'publication', refId: `pub-${id}`, state: 'committed', commit: c(id), ...over };
+}
+function file(id: number, over: Partial<FileFact> = {}): FileFact {
+  return { batchId: id, path: `p/${id}.md`, deleted: false, blobOid: blob(id), hasBytes: false, ...over };
+}
+/** A linear history with commits 3, 2, 1 (newest first), each carrying its trailers and bytes. */
+function repo(ids = [1, 2, 3]): RepoFacts {
+  const order = [...ids].reverse().map(c);
+  const trailers = new Map(ids.map((id) => [c(id), new Map([['Knowledge-Batch', [`${V}/${id}`]], ['Knowledge-Publication', [`pub-${id}`]]])]));
+  const blobs = new Map<string, string | null>(ids.map((id) => [`${c(id)}:p/${id}.md`, blob(id)]));
+  return { order, trailers, existing: new Set(), blobs };
+}
+const run = (batches: BatchFact[], files: FileFact[], r: RepoFacts | null = repo()) =>
+  checkStore({ vaultId: V, batches, files, publications: batches.map((b) => ({ publicationId: b.refId, status: 'acknowledged', batchId: b.batchId })), repo: r });
+const codes = (x: ReturnType<typeof run>) => x.problems.map((p) => p.code);
+
+describe('checkStore', () => {
+  const ok = [batch(1), batch(2), batch(3)];
+  const okFiles = [file(1), file(2), file(3)];
+
+  it('a consistent store has no problems and compares every file', () => {
+    const r = run(ok, okFiles);
+    expect(r.problems).toEqual([]);
+    expect(r.checkedFiles).toBe(3);
+  });
+
+  it.each([
+    ['commit-missing', () => run([batch(1), batch(2, { commit: 'f'.repeat(40) }), batch(3)], okFiles)],
+    ['not-on-branch', () => { const r = repo(); r.existing.add('e'.repeat(40)); return run([batch(1), batch(2), batch(3, { commit: 'e'.repeat(40) })], okFiles, r); }],
+    ['bytes-mismatch', () => run(ok, [file(1), file(2, { blobOid: blob(9) }), file(3)])],
+    ['bytes-mismatch', () => run(ok, [file(1), file(2, { deleted: true, blobOid: null }), file(3)])],
+    ['wrong-commit', () => { const r = repo(); r.trailers.get(c(2))!.set('Knowledge-Publication', ['pub-other']); return run(ok, okFiles, r); }],
+    ['duplicate-commit', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), new Map([['Knowledge-Batch', [`${V}/2`]]])); return run(ok, okFiles, r); }],
+    ['unknown-batch', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), new Map([['Knowledge-Batch', [`${V}/7`]]])); return run(ok, okFiles, r); }],
+    ['unrecorded-commit', () => run([batch(1), batch(2), batch(3, { state: 'queued', commit: null })], [file(1), file(2), file(3, { hasBytes: true })])],
+    ['queue-order', () => run([batch(1), batch(2, { state: 'queued', commit: null }), batch(3)], [file(1), file(2, { hasBytes: true }), file(3)], repo([1, 3]))],
+    ['bytes-missing', () => run([batch(1), batch(2), batch(3), batch(4, { state: 'queued', commit: null })], [...okFiles, file(4, { hasBytes: false, blobOid: null })])],
+    ['history-order', () => run([batch(1, { commit: c(2) }), batch(2, { commit: c(1) }), batch(3)], okFiles)],
+  ])('%s', (code, make) => {
+    expect(codes(make())).toContain(code);
+  });
+
+  it('ignores trailers of another vault and files recorded without a blob id', () => {
+    const r = repo();
+    r.order.unshift('d'.repeat(40));
+    r.trailers.set('d'.repeat(40), new Map([['Knowledge-Batch', ['other-vault/2']]]));
+    const x = run(ok, [file(1), file(2, { blobOid: null }), file(3)], r);
+    expect(x.problems).toEqual([]);
+    expect(x.filesWithoutBlobId).toBe(1);
+  });
+
+  it('a receipt naming another batch is receipt-mismatch', () => {
+    const x = checkStore({ vaultId: V, batches: ok, files: okFiles, publications: [{ publicationId: 'pub-1', status: 'acknowledged', batchId: 2 }], repo: repo() });
+    expect(codes(x)).toEqual(['receipt-mismatch']);
+  });
+});

@@ -1,0 +1,347 @@
+/**
+ * `knowledge verify`: check the store's outbox and receipts against the
+ * vault's repository [GIT-4..7, GIT-14]. Read-only: no lock, nothing
+ * written, nothing repaired [GIT-19].
+ *
+ * - every committed batch's commit exists, is on the branch HEAD names (an
+ *   ancestor of its tip) and carries that batch's trailers;
+ * - it holds exactly the queued bytes: the blob id recorded for each path is
+ *   the one at `<commit>:<path>` (a deletion: no such path);
+ * - no batch of this store is committed twice, none landed unrecorded, and
+ *   the commits follow the queue order;
+ * - waiting batches are behind every committed one and still hold their
+ *   bytes; every publication receipt names its own batch.
+ *
+ * Split: `checkStore` (pure: rows and repository facts in, problems out) and
+ * `verifyStore` (reads SQLite, runs three git commands).
+ */
+import { lstat, realpath } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Store } from '../store/store.js';
+import { classifyGitFailure, type GitRunner } from '../git/runner.js';
+import { vaultEnv } from '../git/inspect.js';
+
+export type VerifyCode =
+  | 'git-unavailable'
+  | 'repository-missing'
+  | 'repository-unreadable'
+  | 'commit-missing'
+  | 'not-on-branch'
+  | 'wrong-commit'
+  | 'bytes-mismatch'
+  | 'duplicate-commit'
+  | 'unrecorded-commit'
+  | 'unknown-batch'
+  | 'history-order'
+  | 'queue-order'
+  | 'bytes-missing'
+  | 'receipt-mismatch';
+
+export interface VerifyProblem {
+  code: VerifyCode;
+  message: string;
+  batchId?: number;
+  commit?: string;
+  path?: string;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  store: string;
+  /** The branch checked (null: no repository, or HEAD detached) and its tip. */
+  branch: string | null;
+  tip: string | null;
+  batches: { total: number; committed: number; queued: number };
+  checked: { commits: number; files: number; filesWithoutBlobId: number };
+  problems: VerifyProblem[];
+}
+
+export interface BatchFact {
+  batchId: number;
+  kind: string;
+  refId: string;
+  state: 'queued' | 'committed';
+  commit: string | null;
+}
+
+export interface FileFact {
+  batchId: number;
+  path: string;
+  deleted: boolean;
+  blobOid: string | null;
+  hasBytes: boolean;
+}
+
+export interface PublicationFact {
+  publicationId: string;
+  status: string;
+  batchId: number | null;
+}
+
+/** What the repository says, gathered by `verifyStore`. */
+export interface RepoFacts {
+  /** Commits reachable from the tip, children before parents (topo order). */
+  order: string[];
+  /** Trailer values per reachable commit: key -> values. */
+  trailers: Map<string, Map<string, string[]>>;
+  /** Recorded commits not reachable from the tip that still exist as commits. */
+  existing: Set<string>;
+  /** `<commit>:<path>` -> blob id, or null when the commit has no such path. */
+  blobs: Map<string, string | null>;
+}
+
+const REF_KEY: Record<string, string> = {
+  publication: 'Knowledge-Publication',
+  scan: 'Knowledge-Scan',
+  attachment: 'Knowledge-Attachment',
+};
+
+/** Pure: the outbox (and receipts) against the repository facts. */
+export function checkStore(input: {
+  vaultId: string;
+  batches: BatchFact[];
+  files: FileFact[];
+  publications: PublicationFact[];
+  repo: RepoFacts | null;
+}): { problems: VerifyProblem[]; checkedFiles: number; filesWithoutBlobId: number } {
+  const { vaultId, batches, files, publications, repo } = input;
+  const problems: VerifyProblem[] = [];
+  const byId = new Map(batches.map((b) => [b.batchId, b]));
+  const committed = batches.filter((b) => b.state === 'committed').sort((a, b) => a.batchId - b.batchId);
+  const queued = batches.filter((b) => b.state === 'queued');
+  const lastCommitted = committed.length > 0 ? committed[committed.length - 1]!.batchId : 0;
+
+  // Waiting batches are ordered: none was overtaken [GIT-5], and each still holds its bytes.
+  for (const q of queued) {
+    if (q.batchId < lastCommitted) {
+      problems.push({ code: 'queue-order', batchId: q.batchId, message: `batch ${q.batchId} is still queued behind committed batch ${lastCommitted}` });
+    }
+  }
+  for (const f of files) {
+    const b = byId.get(f.batchId);
+    if (b?.state === 'queued' && !f.deleted && !f.hasBytes) {
+      problems.push({ code: 'bytes-missing', batchId: f.batchId, path: f.path, message: `queued batch ${f.batchId} has lost the bytes of ${f.path}` });
+    }
+  }
+  for (const p of publications) {
+    if (p.status !== 'acknowledged') continue;
+    const b = p.batchId === null ? undefined : byId.get(p.batchId);
+    if (!b || b.kind !== 'publication' || b.refId !== p.publicationId) {
+      problems.push({ code: 'receipt-mismatch', batchId: p.batchId ?? undefined, message: `publication ${p.publicationId} names batch ${p.batchId ?? 'none'}, which is not its own` });
+    }
+  }
+
+  let checkedFiles = 0;
+  let filesWithoutBlobId = 0;
+  if (!repo) return { problems, checkedFiles, filesWithoutBlobId };
+
+  const position = new Map(repo.order.map((c, i) => [c, i]));
+  const batchKey = (id: number) => `${vaultId}/${id}`;
+  let previous: BatchFact | null = null;
+  for (const b of committed) {
+    const commit = b.commit ?? '';
+    const at = position.get(commit);
+    if (at === undefined) {
+      const code = repo.existing.has(commit) ? 'not-on-branch' : 'commit-missing';
+      problems.push({
+        code,
+        batchId: b.batchId,
+        commit,
+        message: code === 'not-on-branch' ? `batch ${b.batchId}'s commit ${commit} is not on the branch` : `batch ${b.batchId}'s commit ${commit} does not exist in the repository`,
+      });
+      continue;
+    }
+    const t = repo.trailers.get(commit) ?? new Map<string, string[]>();
+    const refKey = REF_KEY[b.kind] ?? 'Knowledge-Publication';
+    if (!(t.get('Knowledge-Batch') ?? []).includes(batchKey(b.batchId)) || !(t.get(refKey) ?? []).includes(b.refId)) {
+      problems.push({ code: 'wrong-commit', batchId: b.batchId, commit, message: `commit ${commit} recorded for batch ${b.batchId} does not carry its trailers (${refKey}: ${b.refId})` });
+    }
+    // Queue order = history order: a later batch's commit descends from an earlier one's.
+    if (previous) {
+      const prevAt = position.get(previous.commit ?? '');
+      if (prevAt !== undefined && !(at < prevAt)) {
+        problems.push({ code: 'history-order', batchId: b.batchId, commit, message: `batch ${b.batchId}'s commit comes before batch ${previous.batchId}'s in the history` });
+      }
+    }
+    previous = b;
+  }
+
+  // Exactly the queued bytes [GIT-7].
+  const committedIds = new Set(committed.filter((b) => b.commit && position.has(b.commit)).map((b) => b.batchId));
+  for (const f of files) {
+    if (!committedIds.has(f.batchId)) continue;
+    const commit = byId.get(f.batchId)!.commit!;
+    if (!f.deleted && !f.blobOid) {
+      filesWithoutBlobId++;
+      continue;
+    }
+    const key = `${commit}:${f.path}`;
+    if (!repo.blobs.has(key)) {
+      filesWithoutBlobId++; // a path git's batch protocol cannot name (a newline)
+      continue;
+    }
+    checkedFiles++;
+    const got = repo.blobs.get(key) ?? null;
+    const want = f.deleted ? null : f.blobOid;
+    if (got !== want) {
+      problems.push({
+        code: 'bytes-mismatch',
+        batchId: f.batchId,
+        commit,
+        path: f.path,
+        message: `commit ${commit} holds ${got ?? 'no file'} at ${f.path}, but batch ${f.batchId} queued ${want ?? 'its deletion'}`,
+      });
+    }
+  }
+
+  // One commit per batch, and none landed unrecorded [GIT-6].
+  const seen = new Map<number, string[]>();
+  for (const commit of repo.order) {
+    for (const v of repo.trailers.get(commit)?.get('Knowledge-Batch') ?? []) {
+      const slash = v.lastIndexOf('/');
+      if (slash < 0 || v.slice(0, slash) !== vaultId) continue;
+      const id = Number(v.slice(slash + 1));
+      if (!Number.isInteger(id)) continue;
+      seen.set(id, [...(seen.get(id) ?? []), commit]);
+    }
+  }
+  for (const [id, commits] of [...seen].sort((a, b) => a[0] - b[0])) {
+    const b = byId.get(id);
+    if (!b) {
+      problems.push({ code: 'unknown-batch', batchId: id, commit: commits[0], message: `commit ${commits[0]} names batch ${id}, which this store never queued` });
+      continue;
+    }
+    if (commits.length > 1) {
+      problems.push({ code: 'duplicate-commit', batchId: id, commit: commits[0], message: `batch ${id} is committed ${commits.length} times: ${commits.join(', ')}` });
+    }
+    if (b.state === 'queued') {
+      problems.push({ code: 'unrecorded-commit', batchId: id, commit: commits[0], message: `batch ${id} is on the branch as ${commits[0]} but still queued in the store (knowledge resume records it)` });
+    }
+  }
+  return { problems, checkedFiles, filesWithoutBlobId };
+}
+
+export async function verifyStore(store: Store, runner: GitRunner): Promise<VerifyReport> {
+  const db = store.db;
+  const batches = (db.prepare('SELECT batch_id, kind, ref_id, state, commit_id FROM batches ORDER BY batch_id').all() as Array<{
+    batch_id: number; kind: string; ref_id: string; state: 'queued' | 'committed'; commit_id: string | null;
+  }>).map((r): BatchFact => ({ batchId: r.batch_id, kind: r.kind, refId: r.ref_id, state: r.state, commit: r.commit_id }));
+  const files = (db.prepare('SELECT batch_id, path, deleted, blob_oid, bytes IS NOT NULL AS has_bytes FROM batch_files ORDER BY batch_id, path').all() as Array<{
+    batch_id: number; path: string; deleted: number; blob_oid: string | null; has_bytes: number;
+  }>).map((r): FileFact => ({ batchId: r.batch_id, path: r.path, deleted: r.deleted === 1, blobOid: r.blob_oid, hasBytes: r.has_bytes === 1 }));
+  const publications = (db.prepare('SELECT publication_id, status, batch_id FROM publications').all() as Array<{
+    publication_id: string; status: string; batch_id: number | null;
+  }>).map((r): PublicationFact => ({ publicationId: r.publication_id, status: r.status, batchId: r.batch_id }));
+
+  const report: VerifyReport = {
+    ok: true,
+    store: store.paths.root,
+    branch: null,
+    tip: null,
+    batches: { total: batches.length, committed: batches.filter((b) => b.state === 'committed').length, queued: batches.filter((b) => b.state === 'queued').length },
+    checked: { commits: 0, files: 0, filesWithoutBlobId: 0 },
+    problems: [],
+  };
+  const finish = (repo: RepoFacts | null, extra: VerifyProblem[] = []): VerifyReport => {
+    const c = checkStore({ vaultId: store.manifest.vaultId, batches, files, publications, repo });
+    report.problems = [...extra, ...c.problems];
+    report.checked = { commits: repo ? report.batches.committed : 0, files: c.checkedFiles, filesWithoutBlobId: c.filesWithoutBlobId };
+    report.ok = report.problems.length === 0;
+    return report;
+  };
+
+  let vault: string;
+  try {
+    vault = await realpath(store.paths.vault);
+    await lstat(join(vault, '.git'));
+  } catch {
+    // No repository: fine while nothing was ever committed.
+    if (report.batches.committed === 0) return finish(null);
+    return finish(null, [{ code: 'repository-missing', message: `${report.batches.committed} batches are recorded as committed, but the vault has no .git` }]);
+  }
+  const det = await runner.detect();
+  if (!det.ok) {
+    if (report.batches.committed === 0) return finish(null);
+    return finish(null, [{ code: 'git-unavailable', message: `cannot check ${report.batches.committed} committed batches: ${det.reason}` }]);
+  }
+  const env = vaultEnv(vault);
+  const unreadable = (what: string, stderr: string, timedOut: boolean) =>
+    finish(null, [{ code: 'repository-unreadable', message: `${what}: ${classifyGitFailure(stderr, timedOut).reason}` }]);
+
+  const [sym, head] = await Promise.all([
+    runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env }),
+    runner.run(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { cwd: vault, env }),
+  ]);
+  if (sym.code === 0) report.branch = sym.stdout.toString('utf8').trim();
+  else if (sym.code !== 1) return unreadable('reading HEAD', sym.stderr, sym.timedOut);
+  if (head.code !== 0) {
+    if (head.stderr.trim() !== '' || head.timedOut) return unreadable('resolving HEAD', head.stderr, head.timedOut);
+    // Unborn: nothing is on the branch.
+    const existing = await existingCommits(runner, vault, env, batches);
+    if (!existing.ok) return unreadable('looking up commits', existing.stderr, existing.timedOut);
+    return finish({ order: [], trailers: new Map(), existing: existing.commits, blobs: new Map() });
+  }
+  report.tip = head.stdout.toString('utf8').trim();
+
+  const log = await runner.run(['log', '-z', '--topo-order', '--format=%H%x01%(trailers:only,unfold,separator=%x02)', report.tip, '--'], { cwd: vault, env });
+  if (log.code !== 0) return unreadable('reading the history', log.stderr, log.timedOut);
+  const order: string[] = [];
+  const trailers = new Map<string, Map<string, string[]>>();
+  for (const rec of log.stdout.toString('utf8').split('\0')) {
+    const sep = rec.indexOf('\x01');
+    if (sep < 0) continue;
+    const commit = rec.slice(0, sep).trim();
+    order.push(commit);
+    const t = new Map<string, string[]>();
+    for (const pair of rec.slice(sep + 1).split('\x02')) {
+      const colon = pair.indexOf(':');
+      if (colon <= 0) continue;
+      const key = pair.slice(0, colon).trim();
+      t.set(key, [...(t.get(key) ?? []), pair.slice(colon + 1).trim()]);
+    }
+    trailers.set(commit, t);
+  }
+  const reachable = new Set(order);
+  const existing = await existingCommits(runner, vault, env, batches.filter((b) => b.commit && !reachable.has(b.commit)));
+  if (!existing.ok) return unreadable('looking up commits', existing.stderr, existing.timedOut);
+
+  // Blob ids at <commit>:<path>, one cat-file for all of them.
+  const byId = new Map(batches.map((b) => [b.batchId, b]));
+  const names: string[] = [];
+  for (const f of files) {
+    const b = byId.get(f.batchId);
+    if (b?.state !== 'committed' || !b.commit || !reachable.has(b.commit) || f.path.includes('\n')) continue;
+    if (!f.deleted && !f.blobOid) continue;
+    names.push(`${b.commit}:${f.path}`);
+  }
+  const blobs = new Map<string, string | null>();
+  if (names.length > 0) {
+    const cf = await runner.run(['cat-file', '--batch-check=%(objectname)'], { cwd: vault, env, input: names.join('\n') + '\n' });
+    if (cf.code !== 0) return unreadable('reading committed files', cf.stderr, cf.timedOut);
+    const lines = cf.stdout.toString('utf8').split('\n');
+    names.forEach((n, i) => {
+      const line = lines[i] ?? '';
+      blobs.set(n, /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(line) ? line : null);
+    });
+  }
+  return finish({ order, trailers, existing: existing.commits, blobs });
+}
+
+/** Which of these batches' commits exist as commit objects at all. */
+async function existingCommits(
+  runner: GitRunner,
+  vault: string,
+  env: Record<string, string>,
+  batches: BatchFact[],
+): Promise<{ ok: true; commits: Set<string> } | { ok: false; stderr: string; timedOut: boolean }> {
+  const ids = [...new Set(batches.map((b) => b.commit).filter((c): c is string => !!c))];
+  const commits = new Set<string>();
+  if (ids.length === 0) return { ok: true, commits };
+  const r = await runner.run(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { cwd: vault, env, input: ids.join('\n') + '\n' });
+  if (r.code !== 0) return { ok: false, stderr: r.stderr, timedOut: r.timedOut };
+  for (const line of r.stdout.toString('utf8').split('\n')) {
+    const [oid, type] = line.split(' ');
+    if (oid && type === 'commit') commits.add(oid);
+  }
+  return { ok: true, commits };
+}

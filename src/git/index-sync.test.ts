@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { parseFilterSections, planIndexUpdate, type Entry, type IndexJob } from './index-sync.js';
+
+const e = (oid: string, mode = '100644'): Entry => ({ mode, oid: oid.repeat(40).slice(0, 40) });
+const A = e('a');
+const B = e('b');
+const C = e('c');
+const USER = e('f');
+const ZERO = '0'.repeat(40);
+
+function job(over: Partial<IndexJob> = {}): IndexJob {
+  return { paths: ['p.md'], objectFormat: 'sha1', before: [], base: 'T', reusedSteps: [], newSteps: [], ...over };
+}
+function plan(j: IndexJob, trees: Record<string, Record<string, Entry>>, user: Record<string, Entry>, conflicted: string[] = []) {
+  return planIndexUpdate({
+    job: j,
+    trees: new Map(Object.entries(trees).map(([c, t]) => [c, new Map(Object.entries(t))])),
+    user: new Map(Object.entries(user)),
+    conflicted: new Set(conflicted),
+  });
+}
+
+describe('planIndexUpdate [GIT-10]', () => {
+  it.each([
+    ['the user index still at the base moves to the final entry', { T: { 'p.md': A } }, { 'p.md': A }, [new Map([['p.md', B]])], [`100644 ${B.oid}\tp.md\0`], 0],
+    ['an entry at an intermediate commit of the chain moves to the final entry', { T: { 'p.md': A } }, { 'p.md': B }, [new Map([['p.md', B]]), new Map([['p.md', C]])], [`100644 ${C.oid}\tp.md\0`], 0],
+    ['an entry the user staged is left alone', { T: { 'p.md': A } }, { 'p.md': USER }, [new Map([['p.md', B]])], [], 1],
+    ['an entry already final is not rewritten', { T: { 'p.md': A } }, { 'p.md': B }, [new Map([['p.md', B]])], [], 0],
+    ['a new file absent from the index is added', { T: {} }, {}, [new Map([['p.md', B]])], [`100644 ${B.oid}\tp.md\0`], 0],
+    ['a deletion removes the entry', { T: { 'p.md': A } }, { 'p.md': A }, [new Map<string, Entry | null>([['p.md', null]])], [`0 ${ZERO}\tp.md\0`], 0],
+    ['a file the user removed from the index stays removed when it existed at the base', { T: { 'p.md': A } }, {}, [new Map([['p.md', B]])], [], 1],
+    ['a path no new commit touches ends at the base entry', { T: { 'p.md': A } }, { 'p.md': A }, [new Map([['q.md', B]])], [], 0],
+  ] as const)('%s', (_name, trees, user, newSteps, lines, skipped) => {
+    const p = plan(job({ newSteps: newSteps as never }), trees as never, user as never);
+    expect(p.lines).toEqual(lines);
+    expect(p.skipped).toBe(skipped);
+    expect(p.updated).toBe(lines.length);
+  });
+
+  it('an unresolved conflict on a path is never touched', () => {
+    const p = plan(job({ newSteps: [new Map([['p.md', B]])] }), { T: { 'p.md': A } }, {}, ['p.md']);
+    expect(p).toEqual({ lines: [], updated: 0, skipped: 1 });
+  });
+
+  it('after a crash, entries of the reused commits and of their parent all count as Knowledge\'s', () => {
+    // Parent P had A; reused commits set B then C; the user moved the tip T (C) on;
+    // a new commit sets p.md to A again.
+    const j = job({ before: ['P'], base: 'T', reusedSteps: [new Map([['p.md', B]]), new Map([['p.md', C]])], newSteps: [new Map([['p.md', e('d')]])] });
+    for (const user of [A, B, C]) {
+      expect(plan(j, { P: { 'p.md': A }, T: { 'p.md': C } }, { 'p.md': user }).lines).toEqual([`100644 ${e('d').oid}\tp.md\0`]);
+    }
+    expect(plan(j, { P: { 'p.md': A }, T: { 'p.md': C } }, { 'p.md': USER }).skipped).toBe(1);
+  });
+
+  it('a resync with no new commits ends at the base (the last recorded commit)', () => {
+    const j = job({ before: ['P'], base: 'L', reusedSteps: [new Map([['p.md', B]])] });
+    expect(plan(j, { P: { 'p.md': A }, L: { 'p.md': B } }, { 'p.md': A }).lines).toEqual([`100644 ${B.oid}\tp.md\0`]);
+  });
+
+  it('uses 64-digit zero ids for deletions in sha256 repositories', () => {
+    const long = { mode: '100644', oid: 'a'.repeat(64) };
+    const p = planIndexUpdate({
+      job: job({ objectFormat: 'sha256', newSteps: [new Map([['p.md', null]])] }),
+      trees: new Map([['T', new Map([['p.md', long]])]]),
+      user: new Map([['p.md', long]]),
+      conflicted: new Set(),
+    });
+    expect(p.lines).toEqual([`0 ${'0'.repeat(64)}\tp.md\0`]);
+  });
+
+  it('a mode change alone counts as a different entry', () => {
+    const p = plan(job({ newSteps: [new Map([['p.md', B]])] }), { T: { 'p.md': A } }, { 'p.md': e('a', '100755') });
+    expect(p.skipped).toBe(1);
+  });
+});
+
+describe('parseFilterSections', () => {
+  it.each([
+    ['[core]\n\tbare = false\n', []],
+    ['[filter "lfs"]\n\tclean = git-lfs clean\n[filter "x y"]\n\tsmudge = cat\n', ['lfs', 'x y']],
+    ['[filter "q\\"uote"]\n', ['q"uote']],
+    ['[Filter.Old]\n\tclean = cat\n', ['old']],
+    ['  [filter "indented"] clean = cat\n', ['indented']],
+  ])('%j -> %j', (text, want) => {
+    expect([...(parseFilterSections(text) ?? ['<null>'])]).toEqual(want);
+  });
+  it.each(['[include]\n\tpath = other\n', '[includeIf "gitdir:/x/"]\n\tpath = y\n', '[weird section\n'])('asks git when the file includes others or cannot be read: %j', (text) => {
+    expect(parseFilterSections(text)).toBeNull();
+  });
+});

@@ -1,0 +1,90 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { GitRunner } from './runner.js';
+import { commitChain } from './checkpoint.js';
+import { maintainRepository, objectCounts, planMaintenance, DEFAULT_MAINTENANCE } from './maintenance.js';
+import { makeBatch, makeSandbox, ugit, userRepo, type GitSandbox } from './test-sandbox.js';
+
+let sb: GitSandbox | undefined;
+afterEach(() => {
+  sb?.cleanup();
+  sb = undefined;
+});
+const runner = new GitRunner();
+const policy = { ...DEFAULT_MAINTENANCE, maxPacks: 5 };
+
+/** One pack per checkpoint, as Knowledge writes them. */
+async function checkpoints(vault: string, n: number): Promise<void> {
+  let last: string | null = ugit(sb!, vault, ['rev-parse', 'main']).trim();
+  for (let i = 1; i <= n; i++) {
+    const out = await commitChain(runner, vault, [makeBatch({ batchId: i, changes: [{ path: `n/${i}.md`, bytes: Buffer.from(`${i}\n`) }] })], { lastKnownCommit: last });
+    if (out.state !== 'committed') throw new Error(JSON.stringify(out));
+    last = out.commits[0]!.commit;
+  }
+}
+
+describe('planMaintenance', () => {
+  it.each([
+    [{ packs: 3, looseObjects: 0 }, false],
+    [{ packs: 6, looseObjects: 0 }, true],
+    [{ packs: 1, looseObjects: 4096 }, true],
+    [{ packs: 5, looseObjects: 2048 }, false],
+  ])('%j -> %s', (counts, want) => {
+    expect(planMaintenance(counts, { ...policy, maxLooseObjects: 2048 })).toBe(want);
+  });
+});
+
+describe('maintainRepository', () => {
+  it('rolls small checkpoint packs up; history, refs and the index are unchanged; fsck is clean', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    await checkpoints(vault, 8);
+    const before = await objectCounts(join(vault, '.git'));
+    expect(before.packs).toBe(8);
+    const refs = ugit(sb, vault, ['for-each-ref']);
+    const log = ugit(sb, vault, ['log', '--format=%H %T', 'main']);
+    const out = await maintainRepository(runner, vault, policy);
+    expect(out).toMatchObject({ ran: true });
+    expect((await objectCounts(join(vault, '.git'))).packs).toBeLessThanOrEqual(2);
+    expect(ugit(sb, vault, ['for-each-ref'])).toBe(refs);
+    expect(ugit(sb, vault, ['log', '--format=%H %T', 'main'])).toBe(log);
+    expect(ugit(sb, vault, ['fsck', '--strict', '--no-dangling']).trim()).toBe('');
+    // Nothing to do the second time.
+    expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: false, why: 'healthy' });
+  });
+
+  it('never runs while the user has a lock or an operation in progress; the lock stays [GIT-19]', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    await checkpoints(vault, 7);
+    for (const sign of ['index.lock', 'MERGE_HEAD', 'refs/heads/main.lock', 'gc.pid']) {
+      const p = join(vault, '.git', sign);
+      writeFileSync(p, sign === 'MERGE_HEAD' ? ugit(sb, vault, ['rev-parse', 'HEAD']) : '');
+      const packs = readdirSync(join(vault, '.git/objects/pack')).sort();
+      expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: false, why: 'busy', busyWith: sign });
+      expect(existsSync(p)).toBe(true);
+      expect(readdirSync(join(vault, '.git/objects/pack')).sort()).toEqual(packs);
+      rmSync(p);
+    }
+    expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: true });
+  });
+
+  it('packs loose objects of the user\'s own commits once they pass the threshold', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    // Estimated like gc --auto: objects/17 x 256. 2000 loose blobs put ~8 there.
+    const dir = join(sb.dir, 'blobs');
+    mkdirSync(dir);
+    const files = Array.from({ length: 2000 }, (_, i) => {
+      writeFileSync(join(dir, `${i}`), `blob ${i}\n`);
+      return join(dir, `${i}`);
+    });
+    ugit(sb, vault, ['hash-object', '-w', ...files]);
+    const counts = await objectCounts(join(vault, '.git'));
+    expect(counts.looseObjects).toBeGreaterThanOrEqual(256);
+    const out = await maintainRepository(runner, vault, { ...policy, maxLooseObjects: 100 });
+    expect(out).toMatchObject({ ran: true });
+    expect(ugit(sb, vault, ['count-objects', '-v'])).toMatch(/^count: 0$/m);
+  });
+});

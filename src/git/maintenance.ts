@@ -1,0 +1,122 @@
+/**
+ * Keep the vault's repository healthy without `gc --auto` (plumbing never
+ * runs it, and Knowledge switches it off: gc.auto=0). Every checkpoint writes
+ * one small pack; the user's own commits write loose objects. Once either
+ * count passes a threshold, roll them up with one geometric repack — small
+ * packs and loose objects merge, a large pack is left as it is, so the cost
+ * follows what is new, not the vault size — isolated like every other call
+ * [GIT-12]. Never while a lock, a gc or any operation of the user's is
+ * visible [GIT-19]; a failure changes nothing and is retried next time.
+ *
+ * Split: `planMaintenance` (pure: counts in, decision out) and
+ * `maintainRepository` (file counts, the repack).
+ */
+import { lstat, readdir, realpath } from 'node:fs/promises';
+import { join } from 'node:path';
+import { classifyGitFailure, type GitRunner } from './runner.js';
+import { vaultEnv } from './inspect.js';
+import type { PendingCode } from './types.js';
+
+export interface MaintenancePolicy {
+  /** Roll up once there are more packs than this (git's gc.autoPackLimit is 50). */
+  maxPacks: number;
+  /** …or more loose objects than this (estimated like git: objects/17 × 256; git's gc.auto is 6700). */
+  maxLooseObjects: number;
+  /** Generous: a repack that is killed leaves only temporary files git ignores. */
+  timeoutMs: number;
+}
+
+export const DEFAULT_MAINTENANCE: MaintenancePolicy = { maxPacks: 24, maxLooseObjects: 2048, timeoutMs: 10 * 60_000 };
+
+export interface ObjectCounts {
+  packs: number;
+  /** Estimate, the way `gc --auto` estimates it. */
+  looseObjects: number;
+}
+
+export type MaintenanceOutcome =
+  | { ran: false; why: 'healthy' | 'busy' | 'no-repository'; counts?: ObjectCounts; busyWith?: string }
+  | { ran: true; before: ObjectCounts; after: ObjectCounts; ms: number }
+  | { ran: false; why: 'failed'; code: PendingCode; reason: string };
+
+/** Pure: does the repository need a roll-up? */
+export function planMaintenance(counts: ObjectCounts, policy: MaintenancePolicy): boolean {
+  return counts.packs > policy.maxPacks || counts.looseObjects > policy.maxLooseObjects;
+}
+
+/** Files whose presence means a user's git command is running or was interrupted. */
+const BUSY_SIGNS = [
+  'index.lock',
+  'HEAD.lock',
+  'packed-refs.lock',
+  'gc.pid',
+  'MERGE_HEAD',
+  'CHERRY_PICK_HEAD',
+  'REVERT_HEAD',
+  'BISECT_LOG',
+  'rebase-merge',
+  'rebase-apply',
+  'sequencer',
+];
+
+export async function objectCounts(gitDir: string): Promise<ObjectCounts> {
+  const packs = (await readdir(join(gitDir, 'objects', 'pack')).catch(() => [] as string[])).filter((n) => n.endsWith('.pack')).length;
+  const sample = (await readdir(join(gitDir, 'objects', '17')).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{38}([0-9a-f]{24})?$/.test(n)).length;
+  return { packs, looseObjects: sample * 256 };
+}
+
+export async function maintainRepository(
+  runner: GitRunner,
+  vaultDir: string,
+  policy: MaintenancePolicy = DEFAULT_MAINTENANCE,
+): Promise<MaintenanceOutcome> {
+  let vault: string;
+  try {
+    vault = await realpath(vaultDir);
+    if (!(await lstat(join(vault, '.git'))).isDirectory()) return { ran: false, why: 'no-repository' };
+  } catch {
+    return { ran: false, why: 'no-repository' };
+  }
+  const gitDir = join(vault, '.git');
+  const before = await objectCounts(gitDir);
+  if (!planMaintenance(before, policy)) return { ran: false, why: 'healthy', counts: before };
+  const busy = await firstPresent(gitDir, [...BUSY_SIGNS, ...(await refLocks(gitDir))]);
+  if (busy) return { ran: false, why: 'busy', counts: before, busyWith: busy };
+  const t0 = performance.now();
+  const r = await runner.run(['repack', '-d', '-q', '-l', '--geometric=2', '--no-write-bitmap-index'], {
+    cwd: vault,
+    env: vaultEnv(vault),
+    timeoutMs: policy.timeoutMs,
+  });
+  if (r.code !== 0) {
+    const c = classifyGitFailure(r.stderr, r.timedOut);
+    return { ran: false, why: 'failed', code: c.code, reason: c.reason };
+  }
+  return { ran: true, before, after: await objectCounts(gitDir), ms: performance.now() - t0 };
+}
+
+/** Lock files under refs/heads (a user's commit in progress). Shallow: branch names rarely nest. */
+async function refLocks(gitDir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (rel: string, depth: number): Promise<void> => {
+    const entries = await readdir(join(gitDir, rel), { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      if (e.isDirectory() && depth < 3) await walk(`${rel}/${e.name}`, depth + 1);
+      else if (e.name.endsWith('.lock')) out.push(`${rel}/${e.name}`);
+    }
+  };
+  await walk('refs/heads', 0);
+  return out;
+}
+
+async function firstPresent(gitDir: string, names: string[]): Promise<string | undefined> {
+  for (const n of names) {
+    try {
+      await lstat(join(gitDir, n));
+      return n;
+    } catch {
+      /* absent */
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,140 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+
+/**
+ * [GIT-3][GIT-12] Isolation through the real CLI process: the user's global
+ * config (core.hooksPath, fsmonitor, signing with a failing gpg, filters),
+ * the repository's own config and hooks, .gitattributes filters, and a
+ * parent that leaks GIT_DIR / GIT_INDEX_FILE / GIT_WORK_TREE /
+ * GIT_CONFIG_PARAMETERS / GIT_CONFIG_COUNT into Knowledge's environment.
+ * Nothing runs, nothing leaks, committed bytes are raw, no config changes.
+ */
+let sb: Sandbox;
+let vault: string;
+let markers: string;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  vault = join(sb.dir, 'st', 'vault');
+  markers = join(sb.dir, 'markers');
+  mkdirSync(markers);
+});
+afterEach(() => sb.cleanup());
+
+const HOOKS = [
+  'applypatch-msg', 'pre-applypatch', 'post-applypatch', 'pre-commit', 'pre-merge-commit', 'prepare-commit-msg', 'commit-msg',
+  'post-commit', 'pre-rebase', 'post-checkout', 'post-merge', 'pre-push', 'pre-receive', 'update', 'proc-receive', 'post-receive',
+  'post-update', 'reference-transaction', 'push-to-checkout', 'pre-auto-gc', 'post-rewrite', 'sendemail-validate',
+  'fsmonitor-watchman', 'p4-changelist', 'p4-prepare-changelist', 'p4-post-changelist', 'p4-pre-submit', 'post-index-change',
+];
+
+function script(name: string, body: string): string {
+  const p = join(sb.dir, name);
+  writeFileSync(p, `#!/bin/sh\ntouch "${markers}/${name}-$$"\n${body}\n`);
+  chmodSync(p, 0o755);
+  return p;
+}
+
+describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is written to it', () => {
+  it('hooks, fsmonitor, filters, signing and leaked GIT_* variables: no program runs, bytes are raw', () => {
+    // The user's repository, made before any hostile configuration exists.
+    mkdirSync(vault, { recursive: true });
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    writeFileSync(join(vault, '.gitattributes'), '* filter=x text eol=crlf\n*.md diff=x\n');
+    userGit(sb, vault, ['add', '.gitattributes']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'user: attributes']);
+
+    const hookDirs = [join(sb.dir, 'global-hooks'), join(vault, '.git', 'hooks')];
+    for (const d of hookDirs) {
+      mkdirSync(d, { recursive: true });
+      for (const h of HOOKS) {
+        writeFileSync(join(d, h), `#!/bin/sh\ntouch "${markers}/hook-${h}-$$"\ncat >/dev/null 2>&1\nexit 1\n`);
+        chmodSync(join(d, h), 0o755);
+      }
+    }
+    const fsmonitor = script('fsmonitor', 'exit 1');
+    const filter = script('filter', 'tr a-z A-Z');
+    const gpg = script('gpg', 'exit 1');
+    const editor = script('editor', 'exit 1');
+    const globalConfig = join(sb.home, '.gitconfig');
+    writeFileSync(globalConfig, [
+      '[core]', `\thooksPath = ${hookDirs[0]}`, `\tfsmonitor = ${fsmonitor}`, '\tautocrlf = true', `\teditor = ${editor}`, `\tpager = ${editor}`,
+      '[commit]', '\tgpgSign = true', '[gpg]', `\tprogram = ${gpg}`,
+      '[filter "x"]', `\tclean = ${filter}`, `\tsmudge = ${filter}`, '\trequired = true',
+      '[diff "x"]', `\ttextconv = ${filter}`,
+      '[user]', '\tname = Global User', '\temail = global@example.com',
+      '',
+    ].join('\n'));
+    // The repository's own config names programs too.
+    for (const [k, v] of [['core.hooksPath', hookDirs[1]!], ['core.fsmonitor', fsmonitor], ['filter.x.clean', filter], ['filter.x.process', filter], ['commit.gpgSign', 'true'], ['gpg.program', gpg]] as Array<[string, string]>) {
+      spawnSync('git', ['config', k, v], { cwd: vault, env: { ...sb.env, HOME: join(sb.dir, 'nowhere') } });
+    }
+    const repoConfig = readFileSync(join(vault, '.git', 'config'));
+    const globalBefore = readFileSync(globalConfig);
+
+    // A decoy repository the leaked variables point at.
+    const decoy = join(sb.dir, 'decoy');
+    mkdirSync(decoy);
+    spawnSync('git', ['init', '-q', '-b', 'main', decoy], { env: sb.env });
+    const decoyFiles = readdirSync(join(decoy, '.git')).sort();
+    const leaked: NodeJS.ProcessEnv = {
+      GIT_DIR: join(decoy, '.git'),
+      GIT_WORK_TREE: decoy,
+      GIT_INDEX_FILE: join(decoy, 'leaked-index'),
+      GIT_OBJECT_DIRECTORY: join(decoy, '.git', 'objects'),
+      GIT_CONFIG_PARAMETERS: `'core.hooksPath'='${hookDirs[0]}' 'core.fsmonitor'='${fsmonitor}'`,
+      GIT_CONFIG_COUNT: '1',
+      GIT_CONFIG_KEY_0: 'core.hooksPath',
+      GIT_CONFIG_VALUE_0: hookDirs[0],
+      GIT_EXEC_PATH: join(sb.dir, 'nowhere'),
+      GIT_EDITOR: editor,
+      GIT_SSH_COMMAND: editor,
+    };
+
+    const crlf = Buffer.from('---\r\nkind: page\r\ntitle: Raw bytes\r\n---\r\nlower case, CRLF\r\n');
+    writeFileSync(join(sb.dir, 'r.md'), crlf);
+    const evidence = Buffer.from('evidence in lower case\r\n');
+    writeFileSync(join(sb.dir, 'ev.txt'), evidence);
+    const r = cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'r.md'], { env: leaked });
+    expect(r.code, r.stderr).toBe(0);
+    const receipt = JSON.parse(r.stdout);
+    expect(receipt.git.state, JSON.stringify(receipt.git)).toBe('committed');
+
+    // Checked before any command of the user's runs (their git would run these programs itself).
+    expect(readdirSync(markers)).toEqual([]);
+    expect(readFileSync(globalConfig).equals(globalBefore)).toBe(true);
+    expect(readFileSync(join(vault, '.git', 'config')).equals(repoConfig)).toBe(true);
+    expect(readdirSync(join(decoy, '.git')).sort()).toEqual(decoyFiles);
+
+    // Raw bytes in history: no clean filter, no eol conversion [GIT-7].
+    const plain = { ...sb.env, HOME: join(sb.dir, 'nowhere') };
+    const blob = (rev: string) => spawnSync('git', ['cat-file', 'blob', rev], { cwd: vault, env: plain }).stdout as Buffer;
+    const installed = readFileSync(join(vault, receipt.records[0].path));
+    expect(blob(`${receipt.git.commit}:${receipt.records[0].path}`).equals(installed)).toBe(true);
+    expect(installed.includes(Buffer.from('\r\n'))).toBe(true);
+    expect(blob(`${receipt.git.commit}:${receipt.evidence[0].path}`).equals(evidence)).toBe(true);
+    const commit = spawnSync('git', ['cat-file', 'commit', receipt.git.commit], { cwd: vault, env: plain, encoding: 'utf8' }).stdout;
+    expect(commit).not.toContain('gpgsig');
+    expect(commit).toMatch(/^committer Knowledge <knowledge@localhost> /m);
+    expect(commit).toMatch(/^author Knowledge <knowledge@localhost> /m);
+    // The checkpoint went to the vault's repository, on its branch.
+    expect(spawnSync('git', ['rev-parse', 'main'], { cwd: vault, env: plain, encoding: 'utf8' }).stdout.trim()).toBe(receipt.git.commit);
+  });
+
+  it('no network, no remotes: a configured remote and url rewrite are never contacted [GIT-3]', () => {
+    mkdirSync(vault, { recursive: true });
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    const ssh = script('ssh', 'exit 1');
+    userGit(sb, vault, ['remote', 'add', 'origin', 'ssh://example.invalid/repo.git']);
+    userGit(sb, vault, ['config', 'core.sshCommand', ssh]);
+    userGit(sb, vault, ['config', 'remote.origin.pushurl', 'ssh://example.invalid/push.git']);
+    writeFileSync(join(sb.dir, 'r.md'), '---\nkind: page\ntitle: Offline\n---\nx\n');
+    const r = cli(sb, ['publish', '--store', 'st', '--json', 'r.md'], { env: { GIT_SSH: ssh, GIT_SSH_COMMAND: ssh } });
+    expect(JSON.parse(r.stdout).git.state).toBe('committed');
+    expect(readdirSync(markers)).toEqual([]);
+    expect(userGit(sb, vault, ['for-each-ref', '--format=%(refname)'])).toBe('refs/heads/main\n');
+  });
+});

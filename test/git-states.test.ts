@@ -1,0 +1,235 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { makeSandbox, cli, userGit, userGitRaw, type Sandbox } from './helpers.js';
+
+/**
+ * Every repository problem of [GIT-18] reached through the CLI as a user
+ * would: the publication is accepted (exit 0) with `pending` and a stable
+ * code [GIT-14][GIT-15]; the lock / operation file / .git file / damaged file
+ * is still there, byte for byte, and the branch did not move [GIT-19]. After
+ * the user fixes it, `knowledge resume` commits exactly one commit for the
+ * publication, on the branch HEAD names [GIT-16].
+ */
+let sb: Sandbox;
+let vault: string;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  vault = join(sb.dir, 'st', 'vault');
+});
+afterEach(() => sb.cleanup());
+
+interface Receipt { publicationId: string; records: Array<{ path: string }>; git: { state: string; code?: string; reason?: string; commit?: string } }
+let n = 0;
+function publish(env: NodeJS.ProcessEnv = {}): Receipt {
+  n++;
+  writeFileSync(join(sb.dir, `r${n}.md`), `---\nkind: page\ntitle: Page ${n}\n---\nbody ${n}\n`);
+  const r = cli(sb, ['publish', '--store', 'st', '--json', `r${n}.md`], { env });
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout);
+}
+const git = (...args: string[]) => userGit(sb, vault, args);
+/** The user's own file with a conflict waiting on branch `feature`. */
+function conflictingBranches(): void {
+  writeFileSync(join(vault, 'notes.md'), 'base\n');
+  git('add', 'notes.md');
+  git('commit', '-q', '-m', 'user: base');
+  git('checkout', '-q', '-b', 'feature');
+  writeFileSync(join(vault, 'notes.md'), 'feature\n');
+  git('commit', '-q', '-am', 'user: feature');
+  git('checkout', '-q', 'main');
+  writeFileSync(join(vault, 'notes.md'), 'main\n');
+  git('commit', '-q', '-am', 'user: main');
+}
+function snapshot(paths: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const p of paths) {
+    const abs = join(vault, p);
+    out[p] = !existsSync(abs) ? 'missing' : statSync(abs).isDirectory() ? 'dir' : readFileSync(abs).toString('base64');
+  }
+  return out;
+}
+function commitsOf(publicationId: string): string[] {
+  return git('log', '--format=%H', `--grep=Knowledge-Publication: ${publicationId}`, '--all').trim().split('\n').filter(Boolean);
+}
+
+interface Case {
+  name: string;
+  code: string;
+  reason?: RegExp;
+  /** Files that must survive untouched. */
+  signs: string[];
+  /** Set up the problem (a first publication already made the repository unless `fresh`). */
+  make(): void;
+  fix(): void;
+  fresh?: boolean;
+  env?: () => NodeJS.ProcessEnv;
+  only?: boolean;
+}
+
+const cases: Case[] = [
+  { name: 'HEAD.lock', code: 'locked', reason: /HEAD\.lock/, signs: ['.git/HEAD.lock'], make: () => writeFileSync(join(vault, '.git/HEAD.lock'), 'x'), fix: () => rmSync(join(vault, '.git/HEAD.lock')) },
+  { name: 'packed-refs.lock', code: 'locked', signs: ['.git/packed-refs.lock'], make: () => writeFileSync(join(vault, '.git/packed-refs.lock'), ''), fix: () => rmSync(join(vault, '.git/packed-refs.lock')) },
+  { name: 'a ref lock (refs/heads/main.lock)', code: 'locked', signs: ['.git/refs/heads/main.lock'], make: () => writeFileSync(join(vault, '.git/refs/heads/main.lock'), ''), fix: () => rmSync(join(vault, '.git/refs/heads/main.lock')) },
+  {
+    name: 'a merge stopped on a conflict (MERGE_HEAD)', code: 'operation-in-progress', reason: /merge/, signs: ['.git/MERGE_HEAD', 'notes.md'],
+    make: () => { conflictingBranches(); expect(userGitRaw(sb, vault, ['merge', 'feature']).status).not.toBe(0); },
+    fix: () => git('merge', '--abort'),
+  },
+  {
+    name: 'a rebase stopped on a conflict', code: 'operation-in-progress', reason: /rebase/, signs: ['.git/rebase-merge', 'notes.md'],
+    make: () => { conflictingBranches(); expect(userGitRaw(sb, vault, ['rebase', 'feature']).status).not.toBe(0); },
+    fix: () => git('rebase', '--abort'),
+  },
+  {
+    name: 'a cherry-pick stopped on a conflict', code: 'operation-in-progress', reason: /cherry-pick/, signs: ['.git/CHERRY_PICK_HEAD', 'notes.md'],
+    make: () => { conflictingBranches(); expect(userGitRaw(sb, vault, ['cherry-pick', 'feature']).status).not.toBe(0); },
+    fix: () => git('cherry-pick', '--abort'),
+  },
+  {
+    name: 'a revert stopped on a conflict', code: 'operation-in-progress', reason: /revert/, signs: ['.git/REVERT_HEAD', 'notes.md'],
+    make: () => {
+      conflictingBranches();
+      writeFileSync(join(vault, 'notes.md'), 'main two\n');
+      git('commit', '-q', '-am', 'user: two');
+      expect(userGitRaw(sb, vault, ['revert', '--no-edit', 'HEAD~1']).status).not.toBe(0);
+    },
+    fix: () => git('revert', '--abort'),
+  },
+  { name: 'a bisect in progress', code: 'operation-in-progress', reason: /bisect/, signs: ['.git/BISECT_LOG'], make: () => git('bisect', 'start'), fix: () => git('bisect', 'reset') },
+  {
+    name: 'an unborn branch beside existing ones (orphan checkout)', code: 'unborn-branch', reason: /refs\/heads\/fresh/, signs: ['.git/HEAD'],
+    make: () => git('checkout', '-q', '--orphan', 'fresh'),
+    fix: () => git('checkout', '-q', 'main'),
+  },
+  {
+    name: 'a malformed repository (garbage .git/HEAD)', code: 'malformed', signs: ['.git/HEAD'],
+    make: () => writeFileSync(join(vault, '.git/HEAD'), 'garbage\n'),
+    fix: () => writeFileSync(join(vault, '.git/HEAD'), 'ref: refs/heads/main\n'),
+  },
+  {
+    name: 'vault/.git is a file (separate git dir)', code: 'linked-worktree', reason: /\.git is a file/, signs: ['.git'], fresh: true,
+    make: () => execFileSync('git', ['init', '-q', `--separate-git-dir=${join(sb.dir, 'elsewhere.git')}`, vault], { env: sb.env }),
+    // The user decides the vault should have its own repository: Knowledge then creates it.
+    fix: () => renameSync(join(vault, '.git'), join(sb.dir, 'dot-git-file')),
+  },
+  {
+    name: 'a git that hangs (timeout)', code: 'timeout', reason: /did not finish in time/, signs: [],
+    make: () => {
+      const wrapper = join(sb.dir, 'slow-git');
+      writeFileSync(wrapper, '#!/bin/sh\nfor a in "$@"; do [ "$a" = fast-import ] && exec sleep 60; done\nexec git "$@"\n');
+      chmodSync(wrapper, 0o755);
+    },
+    env: () => ({ KNOWLEDGE_GIT: join(sb.dir, 'slow-git'), KNOWLEDGE_GIT_TIMEOUT_MS: '4000' }),
+    fix: () => undefined, // the user's git is fine again
+  },
+];
+
+describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, resume commits exactly once', () => {
+  for (const c of cases) {
+    it(`${c.name}: pending ${c.code}`, () => {
+      const first = c.fresh ? null : publish();
+      if (first) expect(first.git.state).toBe('committed');
+      c.make();
+      const signs = snapshot(c.signs);
+      const tip = c.fresh ? null : readFileSync(join(vault, '.git/refs/heads/main'), 'utf8');
+      const p = publish(c.env?.() ?? {});
+      expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'pending', code: c.code });
+      if (c.reason) expect(p.git.reason).toMatch(c.reason);
+      expect(existsSync(join(vault, p.records[0]!.path))).toBe(true); // never rolled back [GIT-15]
+      expect(snapshot(c.signs)).toEqual(signs); // nothing removed, repaired or reset
+      for (const s of c.signs) expect(signs[s]).not.toBe('missing');
+      if (tip !== null) expect(readFileSync(join(vault, '.git/refs/heads/main'), 'utf8')).toBe(tip);
+      // A later publication waits behind it [GIT-5].
+      const q = publish(c.env?.() ?? {});
+      expect(q.git.state).toBe('pending');
+
+      c.fix();
+      const r = cli(sb, ['resume', '--store', 'st', q.publicationId, '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      const resumed = JSON.parse(r.stdout) as Receipt;
+      expect(resumed.git.state, JSON.stringify(resumed.git)).toBe('committed');
+      const pr = JSON.parse(cli(sb, ['receipt', '--store', 'st', p.publicationId, '--json']).stdout) as Receipt;
+      expect(pr.git.state).toBe('committed');
+      // Exactly one commit each, in order, on the branch HEAD names.
+      expect(commitsOf(p.publicationId)).toEqual([pr.git.commit]);
+      expect(commitsOf(q.publicationId)).toEqual([resumed.git.commit]);
+      expect(git('rev-parse', 'HEAD').trim()).toBe(resumed.git.commit);
+      expect(git('rev-parse', `${resumed.git.commit}~1`).trim()).toBe(pr.git.commit);
+      expect(git('symbolic-ref', 'HEAD').trim()).toBe('refs/heads/main');
+      expect(git('status', '--porcelain', '--', 'private')).toBe('');
+      expect(userGitRaw(sb, vault, ['fsck', '--strict', '--no-dangling']).status).toBe(0);
+      const v = cli(sb, ['verify', '--store', 'st', '--json']);
+      expect(v.code, v.stdout).toBe(0);
+    });
+  }
+
+  // Another owner needs chown, i.e. root.
+  const isRoot = process.getuid?.() === 0;
+  it.skipIf(!isRoot)('a repository owned by another user: pending dubious-ownership (needs root to chown; skipped otherwise)', () => {
+    publish();
+    execFileSync('chown', ['-R', '12345:12345', join(vault, '.git')]);
+    try {
+      const p = publish();
+      expect(p.git).toMatchObject({ state: 'pending', code: 'dubious-ownership' });
+      expect(statSync(join(vault, '.git')).uid).toBe(12345); // left as it is
+    } finally {
+      execFileSync('chown', ['-R', '0:0', join(vault, '.git')]);
+    }
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
+    expect(JSON.parse(cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']).stdout).git.state).toBe('committed');
+  });
+
+  it('an unwritable repository: pending permission', () => {
+    publish();
+    const dirs = [join(vault, '.git/objects'), join(vault, '.git/objects/pack')];
+    // Root ignores file modes; the immutable attribute stops root too.
+    const lock = (on: boolean) => {
+      if (isRoot) execFileSync('chattr', [on ? '+i' : '-i', ...dirs]);
+      else for (const d of dirs) chmodSync(d, on ? 0o555 : 0o755);
+    };
+    lock(true);
+    try {
+      const p = publish();
+      expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'pending', code: 'permission' });
+    } finally {
+      lock(false);
+    }
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
+    expect(JSON.parse(cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']).stdout).git.state).toBe('committed');
+  });
+});
+
+describe('[GIT-2] the first checkpoint creates vault/.git; an enclosing repository is never used', () => {
+  it('a store inside the user\'s work tree gets its own repository; the outer one is untouched', () => {
+    userGit(sb, sb.dir, ['init', '-q', '-b', 'main']);
+    writeFileSync(join(sb.dir, 'outer.txt'), 'outer\n');
+    userGit(sb, sb.dir, ['add', 'outer.txt']);
+    userGit(sb, sb.dir, ['commit', '-q', '-m', 'outer']);
+    const outerIndex = readFileSync(join(sb.dir, '.git/index'));
+    const outerRefs = userGit(sb, sb.dir, ['for-each-ref']);
+    const p = publish();
+    expect(p.git.state).toBe('committed');
+    expect(git('rev-parse', '--show-toplevel').trim()).toBe(vault);
+    expect(git('symbolic-ref', 'HEAD').trim()).toBe('refs/heads/main');
+    expect(readFileSync(join(sb.dir, '.git/index')).equals(outerIndex)).toBe(true);
+    expect(userGit(sb, sb.dir, ['for-each-ref'])).toBe(outerRefs);
+    // Knowledge's own files are excluded in the repository it created [GIT-13].
+    expect(git('status', '--porcelain', '--untracked-files=all')).toBe('');
+    expect(git('ls-tree', '-r', '--name-only', 'HEAD').split('\n').filter((f) => f === 'vault.json' || f.startsWith('.knowledge-history'))).toEqual([]);
+  });
+
+  it('an existing repository at exactly the vault is reused with its own branch and history', () => {
+    mkdirSync(vault, { recursive: true });
+    userGit(sb, vault, ['init', '-q', '-b', 'trunk']);
+    writeFileSync(join(vault, 'README.md'), 'mine\n');
+    userGit(sb, vault, ['add', 'README.md']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'user: readme']);
+    const p = publish();
+    expect(p.git.state).toBe('committed');
+    expect(git('rev-parse', 'trunk').trim()).toBe(p.git.commit);
+    expect(git('log', '--format=%s', 'trunk').trim().split('\n')).toEqual([expect.stringMatching(/published Page/), 'user: readme']);
+  });
+});

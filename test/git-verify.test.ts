@@ -1,0 +1,138 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+
+/**
+ * `knowledge verify` against real repositories: a healthy store passes (exit
+ * 0); each kind of disagreement between the store and its repository is
+ * reported with its stable code (exit 1). Nothing is repaired.
+ */
+let sb: Sandbox;
+let vault: string;
+let pubs: Array<{ publicationId: string; git: { commit: string }; records: Array<{ path: string }> }>;
+beforeEach(() => {
+  sb = makeSandbox();
+  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  vault = join(sb.dir, 'st', 'vault');
+  pubs = [];
+  for (let i = 1; i <= 3; i++) {
+    writeFileSync(join(sb.dir, `r${i}.md`), `---\nkind: page\ntitle: Page ${i}\n---\nbody ${i}\n`);
+    const r = cli(sb, ['publish', '--store', 'st', '--json', `r${i}.md`]);
+    expect(r.code, r.stderr).toBe(0);
+    pubs.push(JSON.parse(r.stdout));
+  }
+});
+afterEach(() => sb.cleanup());
+
+function verify(env: NodeJS.ProcessEnv = {}) {
+  const r = cli(sb, ['verify', '--store', 'st', '--json'], { env });
+  return { code: r.code, report: JSON.parse(r.stdout) as { ok: boolean; problems: Array<{ code: string; batchId?: number }>; checked: { files: number } }, stderr: r.stderr };
+}
+function sql(statement: string, ...params: unknown[]): void {
+  const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+  try {
+    db.prepare(statement).run(...params);
+  } finally {
+    db.close();
+  }
+}
+const vaultId = () => JSON.parse(readFileSync(join(vault, 'vault.json'), 'utf8')).vaultId as string;
+const codes = (v: ReturnType<typeof verify>) => v.report.problems.map((p) => p.code);
+
+describe('knowledge verify', () => {
+  it('a healthy store passes: every commit on the branch with exactly its bytes', () => {
+    const v = verify();
+    expect(v.code, v.stderr).toBe(0);
+    expect(v.report).toMatchObject({ ok: true, problems: [], batches: { total: 3, committed: 3, queued: 0 }, branch: 'refs/heads/main' });
+    expect(v.report.checked.files).toBe(3);
+    const human = cli(sb, ['verify', '--store', 'st']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^ok: store /);
+  });
+
+  it('commit-missing: a recorded commit that does not exist', () => {
+    sql('UPDATE batches SET commit_id = ? WHERE batch_id = 2', 'f'.repeat(40));
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(codes(v)).toContain('commit-missing');
+    expect(v.stderr).toMatch(/^verify: \d+ problem/);
+  });
+
+  it('not-on-branch: the branch was reset below a recorded commit', () => {
+    userGit(sb, vault, ['reset', '-q', '--soft', 'HEAD~1']);
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'not-on-branch', batchId: 3 })]);
+  });
+
+  it('bytes-mismatch: the commit does not hold the bytes the batch queued', () => {
+    sql('UPDATE batch_files SET blob_oid = ? WHERE batch_id = 1', 'e'.repeat(40));
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'bytes-mismatch', batchId: 1 })]);
+  });
+
+  it('duplicate-commit and unknown-batch: trailers copied onto other commits', () => {
+    userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', `copy\n\nKnowledge-Batch: ${vaultId()}/2\n`]);
+    userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', `stray\n\nKnowledge-Batch: ${vaultId()}/99\n`]);
+    // A trailer of another store's vault is none of our business.
+    userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', 'other\n\nKnowledge-Batch: another-vault/2\n']);
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(codes(v).sort()).toEqual(['duplicate-commit', 'unknown-batch']);
+  });
+
+  it('unrecorded-commit: a checkpoint that landed but was never recorded; resume records it and verify passes', () => {
+    writeFileSync(join(sb.dir, 'r4.md'), '---\nkind: page\ntitle: Page 4\n---\nbody 4\n');
+    const killed = cli(sb, ['publish', '--store', 'st', '--json', 'r4.md'], { env: { KNOWLEDGE_CRASH_AT: 'before-record-commit' } });
+    expect(killed.code).toBeNull();
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'unrecorded-commit', batchId: 4 })]);
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
+    const r = cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']);
+    expect(JSON.parse(r.stdout).git.state).toBe('committed');
+    expect(verify().code).toBe(0);
+  });
+
+  it('history-order: commits recorded against the wrong batches', () => {
+    sql('UPDATE batches SET commit_id = CASE batch_id WHEN 1 THEN ? WHEN 2 THEN ? END WHERE batch_id IN (1, 2)', pubs[1]!.git.commit, pubs[0]!.git.commit);
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(codes(v)).toEqual(expect.arrayContaining(['wrong-commit', 'history-order']));
+  });
+
+  it('queue-order and bytes-missing: a batch back in the queue behind committed ones', () => {
+    sql("UPDATE batches SET state = 'queued', commit_id = NULL WHERE batch_id = 1");
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(codes(v)).toEqual(expect.arrayContaining(['queue-order', 'bytes-missing', 'unrecorded-commit']));
+  });
+
+  it('receipt-mismatch: a publication naming another batch', () => {
+    sql('UPDATE publications SET batch_id = 1 WHERE publication_id = ?', pubs[2]!.publicationId);
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(codes(v)).toContain('receipt-mismatch');
+  });
+
+  it('git-unavailable and repository-missing: the repository cannot be checked', () => {
+    const noGit = verify({ PATH: '/nonexistent-bin' });
+    expect(noGit.code).toBe(1);
+    expect(codes(noGit)).toEqual(['git-unavailable']);
+    rmSync(join(vault, '.git'), { recursive: true, force: true });
+    const gone = verify();
+    expect(gone.code).toBe(1);
+    expect(codes(gone)).toEqual(['repository-missing']);
+  });
+
+  it('waiting batches alone are not a problem (git was missing)', () => {
+    writeFileSync(join(sb.dir, 'r4.md'), '---\nkind: page\ntitle: Page 4\n---\nbody 4\n');
+    expect(cli(sb, ['publish', '--store', 'st', 'r4.md'], { env: { PATH: '/nonexistent-bin' } }).code).toBe(0);
+    const v = verify();
+    expect(v.code).toBe(0);
+    expect(v.report).toMatchObject({ batches: { committed: 3, queued: 1 } });
+  });
+});
