@@ -170,7 +170,7 @@ export async function drainOutbox(store: Store, runner: GitRunner, opts: DrainOp
       // updating the index, the smaller the gap a user's commit could fall into.
       const idx: IndexSyncOutcome = indexWaits
         ? { ok: false, code: 'waiting', reason: 'the index update waits for an earlier one' }
-        : await runIndexJob(runner, vault, outcome.index);
+        : (outcome.indexDone ?? (await runIndexJob(runner, vault, outcome.index)));
       if (!idx.ok) indexWaits = true;
       crashPoint('before-record-commit');
       recordCommits(db, outcome, idx, now);

@@ -19,6 +19,7 @@ import { assertCommittablePath, batchTrailerValue, blobId, buildChainStream, cha
 import { readIndex, readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import type { BatchForCommit, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
+import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -40,6 +41,8 @@ export type ChainOutcome =
       steps: Step[];
       /** What to do to the user's index for these commits; run it after recording them. */
       index: IndexJob;
+      /** Set when the index was already updated under Knowledge's index lock, with the branch move. */
+      indexDone?: IndexSyncOutcome;
     }
   | { state: 'pending'; code: PendingCode; reason: string }
   | { state: 'unavailable'; reason: string };
@@ -102,7 +105,7 @@ export async function commitBatch(
   const out = await commitChain(runner, vaultDir, [batch], opts);
   if (out.state !== 'committed') return out;
   const c = out.commits[0]!;
-  const index = await runIndexJob(runner, vaultDir, out.index);
+  const index = out.indexDone ?? (await runIndexJob(runner, vaultDir, out.index));
   return { state: 'committed', commit: c.commit, parent: c.parent, reused: c.reused, index };
 }
 
@@ -139,6 +142,7 @@ export async function commitChain(
   }
   if (repo.kind === 'absent') return pend('git-error', 'the repository Knowledge just created is not visible');
   if (repo.kind === 'pending') return unavailableIfGone(runner, repo);
+  await clearOwnStaleLock(repo.gitDir);
   if (repo.head === null) {
     // A crash between `git init` and writing info/exclude leaves our own
     // empty-template repository without it; finish that step now.
@@ -245,26 +249,46 @@ export async function commitChain(
   await opts.testHooks?.beforeUpdateRef?.(last);
   crashPoint('after-commit-object');
 
+  // [GIT-10] Take the user's index lock before the branch moves and prepare
+  // the new index under it, so no git command of the user's can read the old
+  // index against the new tip (index-lock.ts). A held lock is reported and
+  // left in place [GIT-19].
+  const newSteps = stepsFor(rest, executable, fmt);
+  const job: IndexJob = { paths, objectFormat: fmt, before, base: tip, reusedSteps, newSteps, known, preread };
+  const held = await holdIndexLock(repo.gitDir);
+  if (!held.ok) return pend('locked', held.reason);
+  let indexDone: IndexSyncOutcome;
+  try {
+    indexDone = await runIndexJob(runner, vault, { ...job, indexFile: held.lock.temp });
+  } catch (err) {
+    await held.lock.release();
+    throw err;
+  }
+
   // Compare-and-swap the branch HEAD names (never HEAD itself): if anyone
   // moved it since inspection, nothing changes and we report branch-moved.
   // Deleting the scratch ref in the same transaction keeps the commits
   // reachable until the branch holds them.
   const tx = (tip ? `update ${repo.branchRef} ${last} ${tip}\n` : `create ${repo.branchRef} ${last}\n`) + `delete ${SCRATCH_REF} ${last}\n`;
   const up = await runner.run(['update-ref', '-m', 'knowledge: checkpoint', '--stdin'], { cwd: vault, env, input: tx });
-  if (up.code !== 0) return failed(runner, up);
+  if (up.code !== 0) {
+    await held.lock.release();
+    return failed(runner, up);
+  }
   crashPoint('after-update-ref');
+  // The prepared index goes into place before the lock is released; if it
+  // could not be prepared, the index job runs again later the ordinary way.
+  if (indexDone.ok) await held.lock.install();
+  else await held.lock.release();
 
-  const newSteps = stepsFor(rest, executable, fmt);
   const made = rest.map((b, i): ChainCommit => ({ batchId: b.batchId, commit: marks[i]!, parent: i === 0 ? tip : marks[i - 1]!, reused: false }));
   return {
     state: 'committed',
     commits: [...reused, ...made],
     objectFormat: fmt,
     steps: [...reusedSteps, ...newSteps],
-    // The user's entries were read before the commits were written, so only
-    // the index write is left between moving the branch and updating the
-    // index: a user's `git commit` in that gap would commit the old entries.
-    index: { paths, objectFormat: fmt, before, base: tip, reusedSteps, newSteps, known, preread },
+    index: job,
+    ...(indexDone.ok ? { indexDone } : {}),
   };
 }
 

@@ -50,6 +50,12 @@ export interface IndexJob {
    * left between moving the branch and updating the index.
    */
   preread?: IndexRead;
+  /**
+   * Read and write this index file instead of the user's (GIT_INDEX_FILE):
+   * the copy prepared under Knowledge's held index.lock (index-lock.ts).
+   * `preread` is ignored then: the copy is read afresh under the lock.
+   */
+  indexFile?: string;
 }
 
 export interface IndexRead {
@@ -119,7 +125,7 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
   }
   const toRead = [...new Set([...job.before, ...(job.base ? [job.base] : [])])].filter((c) => !job.known?.has(c));
   const [pre, ...read] = await Promise.all([
-    job.preread ? Promise.resolve(job.preread) : readIndex(runner, vault, job.paths),
+    job.preread && !job.indexFile ? Promise.resolve(job.preread) : readIndex(runner, vault, job.paths, { indexFile: job.indexFile }),
     ...toRead.map((c) => readTreeEntries(runner, vault, c, job.paths)),
   ]);
   if (!('user' in pre)) return pre;
@@ -139,7 +145,7 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
   if (!Array.isArray(filters)) return filters;
   const up = await runner.run(['update-index', '--add', '--replace', '-z', '--index-info'], {
     cwd: vault,
-    env: vaultEnv(vault),
+    env: { ...vaultEnv(vault), ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) },
     input: plan.lines.join(''),
     extraConfig: filters,
     dropOverrides: ['core.untrackedCache'],
@@ -158,10 +164,10 @@ export async function readIndex(
   runner: GitRunner,
   vault: string,
   paths: string[],
-  opts: { whole?: boolean } = {},
+  opts: { whole?: boolean; indexFile?: string } = {},
 ): Promise<(IndexRead & { unmerged?: boolean }) | { ok: false; code: PendingCode; reason: string }> {
   // Literal pathspecs: a vault file may be called "*.md" or ":(top)x".
-  const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' };
+  const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1', ...(opts.indexFile ? { GIT_INDEX_FILE: opts.indexFile } : {}) };
   const [ls, filters] = await Promise.all([
     runner.run(['ls-files', '-s', '-z', ...(opts.whole ? [] : pathspecArgs(paths))], { cwd: vault, env }),
     filterOverrides(runner, vault),

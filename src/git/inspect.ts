@@ -3,6 +3,7 @@
  * now. Every repository problem is `pending` with a stable code, never
  * `unavailable` [GIT-18]; nothing found here is repaired or removed [GIT-19].
  */
+import { isOwnStaleLock } from './index-lock.js';
 import { lstat, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
@@ -147,7 +148,9 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
   // A lock never blocks reading but would fail (or race) our write. Report it
   // and leave it in place: a stale lock is the user's to remove [GIT-19].
   const lockNames = ['index.lock', 'HEAD.lock', 'packed-refs.lock', `${branchRef}.lock`];
-  const locksPresent = await Promise.all(lockNames.map((n) => exists(join(gitDir, n))));
+  // Knowledge's own index lock left by a killed Knowledge process is not the
+  // user's: the checkpoint clears it when it takes the lock (index-lock.ts).
+  const locksPresent = await Promise.all(lockNames.map(async (n) => (await exists(join(gitDir, n))) && !(n === 'index.lock' && (await isOwnStaleLock(join(gitDir, n))))));
   const held = lockNames.find((_, i) => locksPresent[i]);
   if (held) {
     return pending('locked', `.git/${held} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);

@@ -4,37 +4,14 @@
  * process is gone (or whose pid was reused: start time differs) is replaced,
  * so a crashed holder never blocks forever.
  */
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { DB } from './db.js';
 import { KnowledgeError } from '../errors.js';
+import { processAlive, processStartTicks } from '../process.js';
+
+export { processAlive, processStartTicks };
 
 interface LockRow { pid: number; start_ticks: string | null; host: string; command: string; acquired_at: string }
-
-/** Process start time in clock ticks since boot (Linux /proc), null elsewhere. */
-export function processStartTicks(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Field 22 (starttime) follows the ')' that ends the command name.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return rest[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-export function processAlive(pid: number, startTicks: string | null): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-  }
-  if (startTicks !== null) {
-    const now = processStartTicks(pid);
-    if (now !== null && now !== startTicks) return false; // pid reused by another process
-  }
-  return true;
-}
 
 export function describeHolder(row: LockRow): string {
   return `pid ${row.pid} on ${row.host} (${row.command}) since ${row.acquired_at}`;

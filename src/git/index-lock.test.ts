@@ -1,0 +1,60 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { GitRunner } from './runner.js';
+import { commitBatch } from './checkpoint.js';
+import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
+import { makeBatch, makeSandbox, ugit, userRepo, type GitSandbox } from './test-sandbox.js';
+
+let sb: GitSandbox | undefined;
+afterEach(() => sb?.cleanup());
+const runner = new GitRunner();
+
+/** A pid that is certainly gone: a child that already exited. */
+function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', '0']).pid!;
+}
+
+describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', () => {
+  it('takes the lock with a marker, refuses when someone else holds it, and releases it', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const held = await holdIndexLock(gitDir);
+    expect(held.ok).toBe(true);
+    expect(readFileSync(join(gitDir, 'index.lock'), 'utf8')).toMatch(/^knowledge-index-lock \d+ /);
+    // While Knowledge holds it, the user's git cannot write the index.
+    const add = spawnSync('git', ['add', '-A'], { cwd: vault, env: sb.env, encoding: 'utf8' });
+    expect(add.status).not.toBe(0);
+    expect(add.stderr).toMatch(/index\.lock/);
+    if (held.ok) await held.lock.release();
+    expect(existsSync(join(gitDir, 'index.lock'))).toBe(false);
+  });
+
+  it('clears only its own lock left by a killed Knowledge process; a user lock is never touched', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const lock = join(vault, '.git', 'index.lock');
+    writeFileSync(lock, `knowledge-index-lock ${deadPid()} -\n`);
+    await clearOwnStaleLock(join(vault, '.git'));
+    expect(existsSync(lock)).toBe(false);
+    writeFileSync(lock, ''); // git's own (or the user's) lock
+    await clearOwnStaleLock(join(vault, '.git'));
+    expect(existsSync(lock)).toBe(true);
+    const out = await commitBatch(runner, vault, makeBatch({ changes: [{ path: 'a.md', bytes: Buffer.from('a\n') }] }));
+    expect(out).toMatchObject({ state: 'pending', code: 'locked' });
+    expect(readFileSync(lock, 'utf8')).toBe('');
+  });
+
+  it('a checkpoint after a killed holder commits and leaves the index clean', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    writeFileSync(join(vault, '.git', 'index.lock'), `knowledge-index-lock ${deadPid()} -\n`);
+    writeFileSync(join(vault, 'a.md'), 'a\n');
+    const out = await commitBatch(runner, vault, makeBatch({ changes: [{ path: 'a.md', bytes: Buffer.from('a\n') }] }));
+    expect(out.state).toBe('committed');
+    expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(false);
+    expect(ugit(sb, vault, ['status', '--porcelain', '--', 'a.md'])).toBe('');
+  });
+});

@@ -1,0 +1,119 @@
+/**
+ * Holding the user's index lock across a checkpoint's branch move [GIT-10].
+ *
+ * After Knowledge moves the branch, the user's index must describe the new
+ * commit before any git command of the user's reads it: a `git commit`
+ * starting in between would build its tree from the old index on top of our
+ * commit and silently drop the checkpoint's files from the tip. Git itself
+ * serialises index writers with `index.lock`, so Knowledge takes that lock
+ * (O_EXCL, like git) before moving the branch, writes the new index beside
+ * it, moves the branch, installs the new index and only then releases the
+ * lock. A user's git command in that window fails with git's ordinary
+ * "index.lock exists" message and can simply be run again.
+ *
+ * The lock file carries a marker naming the Knowledge process that holds it.
+ * A lock left by a Knowledge process that was killed (its pid is gone) is
+ * Knowledge's own crash leftover and is cleared on the next attempt; a lock
+ * without that marker is never touched [GIT-19].
+ */
+import { copyFile, open, readFile, rename, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { processAlive, processStartTicks } from '../process.js';
+
+const MARKER = 'knowledge-index-lock';
+
+export interface HeldIndexLock {
+  /** The index file to write the new entries into (GIT_INDEX_FILE). */
+  temp: string;
+  /** Move the prepared index into place, then release the lock. */
+  install(): Promise<void>;
+  /** Release the lock without changing the index. */
+  release(): Promise<void>;
+}
+
+export type IndexLockResult = { ok: true; lock: HeldIndexLock } | { ok: false; reason: string };
+
+function markerText(): string {
+  return `${MARKER} ${process.pid} ${processStartTicks(process.pid) ?? '-'}\n`;
+}
+
+/** A lock whose marker names a process that no longer runs: ours, left by a crash. */
+export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
+  let text: string;
+  try {
+    text = await readFile(lockPath, 'utf8');
+  } catch {
+    return false;
+  }
+  const m = new RegExp(`^${MARKER} (\\d+) (\\S+)\\n$`).exec(text);
+  if (!m) return false;
+  const pid = Number(m[1]);
+  return !processAlive(pid, m[2] === '-' ? null : m[2]!);
+}
+
+/** Remove Knowledge's own index lock left by a killed Knowledge process (never anyone else's). */
+export async function clearOwnStaleLock(gitDir: string): Promise<void> {
+  const lockPath = join(gitDir, 'index.lock');
+  if (await isOwnStaleLock(lockPath)) {
+    await unlink(join(gitDir, 'knowledge-index.tmp')).catch(() => undefined);
+    await unlink(lockPath).catch(() => undefined);
+  }
+}
+
+export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
+  const lockPath = join(gitDir, 'index.lock');
+  const indexPath = join(gitDir, 'index');
+  const temp = join(gitDir, 'knowledge-index.tmp');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fh = await open(lockPath, 'wx', 0o644);
+      try {
+        await fh.writeFile(markerText());
+      } finally {
+        await fh.close();
+      }
+      break;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' && attempt === 0 && (await isOwnStaleLock(lockPath))) {
+        await unlink(temp).catch(() => undefined);
+        await unlink(lockPath).catch(() => undefined);
+        continue;
+      }
+      if (code === 'EEXIST') {
+        return { ok: false, reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
+      }
+      return { ok: false, reason: `cannot create ${lockPath}: ${(err as Error).message}` };
+    }
+  }
+  const release = async () => {
+    await unlink(temp).catch(() => undefined);
+    await unlink(lockPath).catch(() => undefined);
+  };
+  try {
+    await unlink(temp).catch(() => undefined);
+    await copyFile(indexPath, temp);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      await release();
+      return { ok: false, reason: `cannot read the index: ${(err as Error).message}` };
+    }
+  }
+  return {
+    ok: true,
+    lock: {
+      temp,
+      async install() {
+        try {
+          await rename(temp, indexPath);
+        } catch (err) {
+          // No new index was written (nothing to change): keep the user's.
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        } finally {
+          await release();
+        }
+      },
+      release,
+    },
+  };
+}
