@@ -180,3 +180,4 @@ describe('drainOutbox in chains', () => {
     expect(batchGitState(s.store.db, b3.batch_id)).toMatchObject({ state: 'pending', code: 'waiting', reason: expect.stringMatching(/HEAD is detached/) });
   });
 });
+

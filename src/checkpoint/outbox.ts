@@ -102,7 +102,18 @@ interface ChunkRow extends BatchRow { size: number }
  * Stops at the first batch Git cannot take: later batches never overtake it
  * [GIT-5]. Nothing here runs inside a write transaction [GIT-4].
  */
-export async function drainOutbox(store: Store, runner: GitRunner, opts: DrainOptions = {}): Promise<DrainResult> {
+export function drainOutbox(store: Store, runner: GitRunner, opts: DrainOptions = {}): Promise<DrainResult> {
+  // One drain at a time per store, whichever surface asks (Gateway, MCP,
+  // CLI): two interleaved drains would race for the same queued batch.
+  const prev = draining.get(store) ?? Promise.resolve();
+  const run = prev.catch(() => undefined).then(() => drainOnce(store, runner, opts));
+  draining.set(store, run);
+  return run;
+}
+
+const draining = new WeakMap<Store, Promise<unknown>>();
+
+async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): Promise<DrainResult> {
   const db = store.db;
   const result: DrainResult = { committed: [], blocked: null };
   if (!store.settings.writesEnabled) return result; // [GIT-1]
