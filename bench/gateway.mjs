@@ -16,13 +16,10 @@
 //   kept by an earlier run with the same record count (the build is skipped).
 /* global fetch */
 import { join } from 'node:path';
-import { existsSync, mkdtempSync, realpathSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { tempDir, cleanup, pct, machine, ms } from './lib.mjs';
+import { cleanup, pct, machine, ms, corpus, seedDirs, seedStore } from './lib.mjs';
 
-const { initStore } = await import('../dist/store/store.js');
 const { KnowledgeService } = await import('../dist/service.js');
 const { createApp } = await import('../dist/gateway/app.js');
 const { startGateway } = await import('../dist/gateway/server.js');
@@ -33,18 +30,7 @@ const N = Number(/^\d+$/.test(process.argv[2] ?? '') ? process.argv[2] : 100_000
 const PER_PUBLICATION = 200;
 const SAMPLES = 500;
 
-let seed = 7;
-const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-const syll = ['ka', 'lo', 'mi', 're', 'tan', 'vo', 'shi', 'ne', 'dar', 'pu', 'el', 'gro', 'fen', 'zu', 'wil', 'ost'];
-const VOCAB = Array.from({ length: 8000 }, (_, i) => {
-  let w = '';
-  let x = i + 7;
-  do { w += syll[x % syll.length]; x = Math.floor(x / syll.length); } while (x > 0);
-  return w;
-});
-const zipf = () => VOCAB[Math.min(VOCAB.length - 1, Math.floor(Math.exp(rand() * Math.log(VOCAB.length))) - 1)];
-const words = (k) => Array.from({ length: k }, zipf).join(' ');
-const TAGS = Array.from({ length: 20 }, (_, i) => `tag${i}`);
+const { rand, VOCAB, zipf, words, TAGS } = corpus(7);
 const idOf = (i) => `rec-g${String(i).padStart(7, '0')}`;
 
 function record(i) {
@@ -57,31 +43,10 @@ function record(i) {
 }
 
 console.log(`# gateway — ${new Date().toISOString()} — ${machine()}`);
-const dir = REUSE ? null : tempDir('kn-bench-gw-');
-const build = REUSE ? null : existsSync('/dev/shm') ? realpathSync(mkdtempSync('/dev/shm/kn-bench-gw-')) : dir;
-const env = { ...process.env, KNOWLEDGE_HOME: REUSE ? join(REUSE, '..', 'home') : join(dir, 'home') };
-const storeDir = REUSE ?? join(dir, 'st');
+const seeded = seedDirs('kn-bench-gw-', REUSE);
+const { dir, storeDir, env } = seeded;
 try {
-  if (REUSE) {
-    for (let i = 0; i < N; i++) record(i); // the same random sequence as the run that built it
-    console.log(`measuring the kept store ${REUSE}`);
-  } else {
-    initStore(join(build, 'st'), { env });
-    const writer = KnowledgeService.open(join(build, 'st'), { write: true, env, git: { gitPath: '/nonexistent/git' } });
-    const t0 = performance.now();
-    for (let i = 0; i < N; i += PER_PUBLICATION) {
-      const recs = [];
-      for (let j = i; j < Math.min(N, i + PER_PUBLICATION); j++) recs.push(record(j));
-      await writer.publish({ partition: 'private', actor: 'operator', records: recs, evidence: [] });
-    }
-    writer.close();
-    console.log(`built ${N} records by ${Math.ceil(N / PER_PUBLICATION)} publications in ${((performance.now() - t0) / 1000).toFixed(1)} s${build !== dir ? ' on tmpfs' : ''}`);
-    if (build !== dir) {
-      execFileSync('cp', ['-a', join(build, 'st'), join(dir, 'st')]);
-      cleanup(build);
-      console.log(`copied to ${dir} (disk) for reading`);
-    }
-  }
+  await seedStore(seeded, { n: N, record, perPublication: PER_PUBLICATION });
   console.log(`load average before measuring: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 
   const report = (name, samples, note = '') =>

@@ -1,8 +1,9 @@
 // Shared helpers for the benchmarks: temp dirs, a clean git env, percentiles.
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
 
 export function tempDir(prefix) {
   return realpathSync(mkdtempSync(join(tmpdir(), prefix)));
@@ -34,4 +35,69 @@ export function machine() {
 
 export function ms(n) {
   return `${n.toFixed(2)} ms`;
+}
+
+/**
+ * Deterministic pseudo-random numbers and a Zipf-like vocabulary, so runs
+ * compare. `rand` goes on drawing from the same sequence after the store is
+ * built, so a kept store is measured exactly as a fresh one.
+ */
+export function corpus(seed) {
+  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const syll = ['ka', 'lo', 'mi', 're', 'tan', 'vo', 'shi', 'ne', 'dar', 'pu', 'el', 'gro', 'fen', 'zu', 'wil', 'ost'];
+  const VOCAB = Array.from({ length: 8000 }, (_, i) => {
+    let w = '';
+    let x = i + 7;
+    do { w += syll[x % syll.length]; x = Math.floor(x / syll.length); } while (x > 0);
+    return w;
+  });
+  // Rank r is drawn with probability ~ 1/r.
+  const zipf = () => VOCAB[Math.min(VOCAB.length - 1, Math.floor(Math.exp(rand() * Math.log(VOCAB.length))) - 1)];
+  const words = (k) => Array.from({ length: k }, zipf).join(' ');
+  const TAGS = Array.from({ length: 20 }, (_, i) => `tag${i}`);
+  return { rand, VOCAB, zipf, words, TAGS };
+}
+
+/**
+ * Directories for a seeded store: `dir` (disk, where it is measured), `build`
+ * (tmpfs /dev/shm when it exists, where fsync is free, else `dir`), the env
+ * and the store path. With `reuse` (a store kept by an earlier run) nothing
+ * is created and `dir` / `build` are null.
+ */
+export function seedDirs(prefix, reuse) {
+  const dir = reuse ? null : tempDir(prefix);
+  const build = reuse ? null : existsSync('/dev/shm') ? realpathSync(mkdtempSync(`/dev/shm/${prefix}`)) : dir;
+  const env = { ...process.env, KNOWLEDGE_HOME: reuse ? join(reuse, '..', 'home') : join(dir, 'home') };
+  return { dir, build, env, storeDir: reuse ?? join(dir, 'st'), reuse };
+}
+
+/**
+ * Seed the store of `seedDirs()` with `n` records through real publications
+ * in this process (`perPublication` records each, Git made unavailable so no
+ * checkpoint runs), on `build`, then copy it to `dir`. With a reused store,
+ * only replay `record(i)` so the random sequence matches the run that built it.
+ */
+export async function seedStore({ dir, build, env, reuse }, { n, record, perPublication, partitionOf = () => 'private' }) {
+  if (reuse) {
+    for (let i = 0; i < n; i++) record(i);
+    console.log(`measuring the kept store ${reuse}`);
+    return;
+  }
+  const { initStore } = await import('../dist/store/store.js');
+  const { KnowledgeService } = await import('../dist/service.js');
+  initStore(join(build, 'st'), { env });
+  const writer = KnowledgeService.open(join(build, 'st'), { write: true, env, git: { gitPath: '/nonexistent/git' } });
+  const t0 = performance.now();
+  for (let i = 0; i < n; i += perPublication) {
+    const recs = [];
+    for (let j = i; j < Math.min(n, i + perPublication); j++) recs.push(record(j));
+    await writer.publish({ partition: partitionOf(i / perPublication), actor: 'operator', records: recs, evidence: [] });
+  }
+  writer.close();
+  console.log(`built ${n} records by ${Math.ceil(n / perPublication)} publications in ${((performance.now() - t0) / 1000).toFixed(1)} s${build !== dir ? ' on tmpfs' : ''}`);
+  if (build !== dir) {
+    execFileSync('cp', ['-a', join(build, 'st'), join(dir, 'st')]);
+    cleanup(build);
+    console.log(`copied to ${dir} (disk) for reading`);
+  }
 }

@@ -16,14 +16,10 @@
 //   node bench/read.mjs [records=100000] [--keep] [--store DIR]
 //   --keep: leave the store and print its path; --store DIR: measure a store kept
 //   by an earlier run with the same record count (the build is skipped).
-import { join } from 'node:path';
-import { existsSync, mkdtempSync, realpathSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { tempDir, cleanup, pct, machine, ms } from './lib.mjs';
+import { cleanup, pct, machine, ms, corpus, seedDirs, seedStore } from './lib.mjs';
 
-const { initStore } = await import('../dist/store/store.js');
 const { KnowledgeService } = await import('../dist/service.js');
 
 const KEEP = process.argv.includes('--keep');
@@ -34,20 +30,7 @@ const PER_PUBLICATION = 200; // the per-publication maximum
 const SAMPLES = 500;
 const OP = { kind: 'operator' };
 
-// Deterministic pseudo-random numbers and a Zipf-like vocabulary, so runs compare.
-let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-const syll = ['ka', 'lo', 'mi', 're', 'tan', 'vo', 'shi', 'ne', 'dar', 'pu', 'el', 'gro', 'fen', 'zu', 'wil', 'ost'];
-const VOCAB = Array.from({ length: 8000 }, (_, i) => {
-  let w = '';
-  let x = i + 7;
-  do { w += syll[x % syll.length]; x = Math.floor(x / syll.length); } while (x > 0);
-  return w;
-});
-// Rank r is drawn with probability ~ 1/r.
-const zipf = () => VOCAB[Math.min(VOCAB.length - 1, Math.floor(Math.exp(rand() * Math.log(VOCAB.length))) - 1)];
-const words = (k) => Array.from({ length: k }, zipf).join(' ');
-const TAGS = Array.from({ length: 20 }, (_, i) => `tag${i}`);
+const { rand, VOCAB, zipf, words, TAGS } = corpus(42);
 const idOf = (i) => `rec-b${String(i).padStart(7, '0')}`;
 const titles = [];
 
@@ -67,31 +50,11 @@ function record(i) {
 const partitionOf = (pub) => (pub % 10 === 9 ? `conversation:S${(Math.floor(pub / 10) % 10) + 1}` : 'private');
 
 console.log(`# read side — ${new Date().toISOString()} — ${machine()}`);
-const dir = REUSE ? null : tempDir('kn-bench-read-');
-const build = REUSE ? null : existsSync('/dev/shm') ? realpathSync(mkdtempSync('/dev/shm/kn-bench-read-')) : dir;
-const env = { ...process.env, KNOWLEDGE_HOME: REUSE ? join(REUSE, '..', 'home') : join(dir, 'home') };
-const storeDir = REUSE ?? join(dir, 'st');
+const seeded = seedDirs('kn-bench-read-', REUSE);
+const { dir, build, env, storeDir } = seeded;
 try {
-  if (REUSE) {
-    for (let i = 0; i < N; i++) record(i); // the same titles (and random sequence) as the run that built it
-    console.log(`measuring the kept store ${REUSE}`);
-  } else {
-    initStore(join(build, 'st'), { env });
-    const writer = KnowledgeService.open(join(build, 'st'), { write: true, env, git: { gitPath: '/nonexistent/git' } });
-    const t0 = performance.now();
-    for (let i = 0; i < N; i += PER_PUBLICATION) {
-      const recs = [];
-      for (let j = i; j < Math.min(N, i + PER_PUBLICATION); j++) recs.push(record(j));
-      await writer.publish({ partition: partitionOf(i / PER_PUBLICATION), actor: 'operator', records: recs, evidence: [] });
-    }
-    writer.close();
-    console.log(`built ${N} records by ${Math.ceil(N / PER_PUBLICATION)} publications in ${((performance.now() - t0) / 1000).toFixed(1)} s${build !== dir ? ' on tmpfs' : ''}`);
-    if (build !== dir) {
-      execFileSync('cp', ['-a', join(build, 'st'), join(dir, 'st')]);
-      cleanup(build);
-      console.log(`copied to ${dir} (disk) for reading`);
-    }
-  }
+  // When reusing: the same titles (and random sequence) as the run that built it.
+  await seedStore(seeded, { n: N, record, perPublication: PER_PUBLICATION, partitionOf });
 
   const svc = KnowledgeService.open(storeDir, { write: false, env });
   // Wall time, and the CPU time this process spent (insensitive to other load on the machine).

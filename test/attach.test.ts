@@ -5,7 +5,7 @@ import { spawnSync, execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import YAML from 'yaml';
-import { makeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { makeSandbox, storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { isKnowledgeError } from '../src/errors.js';
 
@@ -18,10 +18,8 @@ let sb: Sandbox;
 let store: string;
 let vault: string;
 beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  ({ sb, vault } = storeSandbox());
   store = join(sb.dir, 'st');
-  vault = join(store, 'vault');
 });
 afterEach(() => sb.cleanup());
 

@@ -77,6 +77,9 @@ describe('[READ-1] records, lookup and search over HTTP', () => {
     expect(all.body.total).toBe(3);
     const claims = await json(app.request('/api/records?kind=claim'));
     expect((claims.body.records as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-claim']);
+    const byType = await json(app.request('/api/records?type=decision'));
+    expect((byType.body.records as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-claim']);
+    expect((await json(app.request('/api/records?type=no-such-type'))).body.total).toBe(0);
     const chat = await json(app.request('/api/records?partition=conversation%3Achat1'));
     expect((chat.body.records as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-chat']);
 

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { makeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
 
 /**
  * [GIT-5][GIT-6][GIT-10] The user commits on the branch in a tight loop while
@@ -14,11 +14,7 @@ import { makeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './
  */
 let sb: Sandbox;
 let vault: string;
-beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
-  vault = join(sb.dir, 'st', 'vault');
-});
+beforeEach(() => ({ sb, vault } = storeSandbox()));
 afterEach(() => sb.cleanup());
 
 function cliAsync(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { makeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
 
 /**
  * [PUB-2][GIT-4][GIT-6] Real `knowledge publish` / `resume` processes are
@@ -16,11 +16,7 @@ import { makeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './
  */
 let sb: Sandbox;
 let vault: string;
-beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
-  vault = join(sb.dir, 'st', 'vault');
-});
+beforeEach(() => ({ sb, vault } = storeSandbox()));
 afterEach(() => sb.cleanup());
 
 /** Small seeded PRNG (mulberry32) so a failing run can be replayed with KNOWLEDGE_TEST_SEED. */

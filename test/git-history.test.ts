@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 
 /**
  * End-to-end history rules through the CLI, as a user runs them: outages,
@@ -9,11 +9,7 @@ import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
  */
 let sb: Sandbox;
 let vault: string;
-beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
-  vault = join(sb.dir, 'st', 'vault');
-});
+beforeEach(() => ({ sb, vault } = storeSandbox()));
 afterEach(() => sb.cleanup());
 
 const NO_GIT = { PATH: '/nonexistent-bin' };

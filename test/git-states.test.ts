@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { makeSandbox, cli, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, userGit, userGitRaw, type Sandbox } from './helpers.js';
 
 /**
  * Every repository problem of [GIT-18] reached through the CLI as a user
@@ -14,11 +14,7 @@ import { makeSandbox, cli, userGit, userGitRaw, type Sandbox } from './helpers.j
  */
 let sb: Sandbox;
 let vault: string;
-beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
-  vault = join(sb.dir, 'st', 'vault');
-});
+beforeEach(() => ({ sb, vault } = storeSandbox()));
 afterEach(() => sb.cleanup());
 
 interface Receipt { publicationId: string; records: Array<{ path: string }>; git: { state: string; code?: string; reason?: string; commit?: string } }

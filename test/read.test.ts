@@ -304,6 +304,23 @@ describe('[READ-1] keyword search', () => {
     expect(s.search(OP, { query: '???' }).total).toBe(0);
     expect(s.lookup(OP, '???')).toMatchObject({ status: 'found', record: { id: 'rec-punct' } });
   });
+
+  it('lists by type: the claim_kind of a claim or the relationship_type of a relationship, alone and with a tag', () => {
+    writeFileSync(join(sb.dir, 'src.txt'), 'source\n');
+    publish([
+      { id: 'rec-dec', kind: 'claim', title: 'A decision', extra: 'claim_kind: decision\ntags: [t1]' },
+      { id: 'rec-fact', kind: 'claim', title: 'A fact', extra: 'claim_kind: fact\ntags: [t1]' },
+      { id: 'rec-dec2', kind: 'claim', title: 'Another decision', extra: 'claim_kind: decision' },
+      { id: 'rec-page', title: 'A page called decision', extra: 'tags: [t1]' },
+    ], ['--evidence', 'src.txt']);
+    publish([{ id: 'rec-rel', kind: 'relationship', title: 'Supports', extra: 'relationship_type: decision\nfrom: rec-fact\nto: rec-dec' }], ['--evidence', 'src.txt']);
+    const s = reader();
+    expect(s.listRecords(OP, { type: 'decision' }).records.map((r) => r.id).sort()).toEqual(['rec-dec', 'rec-dec2', 'rec-rel']);
+    expect(s.listRecords(OP, { type: 'decision', kind: 'claim' }).total).toBe(2);
+    expect(s.listRecords(OP, { type: 'decision', tag: 't1' }).records.map((r) => r.id)).toEqual(['rec-dec']);
+    expect(s.listRecords(OP, { type: 'fact', tag: 't1' }).records.map((r) => r.id)).toEqual(['rec-fact']);
+    expect(s.listRecords(OP, { type: 'nothing' }).total).toBe(0);
+  });
 });
 
 describe('[READ-1] reading one record', () => {

@@ -8,7 +8,7 @@ import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, renameS
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
@@ -17,10 +17,8 @@ let sb: Sandbox;
 let store: string;
 let vault: string;
 beforeEach(() => {
-  sb = makeSandbox();
-  expect(cli(sb, ['init', 'st']).code).toBe(0);
+  ({ sb, vault } = storeSandbox());
   store = join(sb.dir, 'st');
-  vault = join(store, 'vault');
 });
 afterEach(() => sb.cleanup());
 

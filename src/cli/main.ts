@@ -33,7 +33,7 @@ const USAGE = `usage:
   knowledge show    --store DIR RECORD_ID [--json]
   knowledge lookup  --store DIR ID|TITLE|ALIAS [--json]
   knowledge search  --store DIR [--mode all|any|phrase] [--kind K] [--tag T] [--lifecycle L] [--after DATE] [--before DATE] [--limit N] [--offset N] WORDS... [--json]
-  knowledge list    --store DIR [--partition ID] [--kind K] [--tag T] [--lifecycle L] [--limit N] [--offset N] [--json]
+  knowledge list    --store DIR [--partition ID] [--kind K] [--type T] [--tag T] [--lifecycle L] [--limit N] [--offset N] [--json]
   knowledge serve   --store DIR [--host 127.0.0.1] [--port 8484] [--token T] [--json]
   knowledge mcp     --store DIR --agent ID [--session ID] [--sandboxed] [--root DIR]
   knowledge demo [DIR] [--port N]
@@ -300,22 +300,23 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {
           mode: { type: 'string' }, kind: { type: 'string' }, tag: { type: 'string' }, lifecycle: { type: 'string' },
           after: { type: 'string' }, before: { type: 'string' }, limit: { type: 'string' }, offset: { type: 'string' }, partition: { type: 'string' },
+          type: { type: 'string' },
         });
         const dir = storeDir(values, env);
         const common = { kind: values.kind, tag: values.tag, lifecycle: values.lifecycle, limit: values.limit, offset: values.offset } as Record<string, unknown>;
         const offset = Number(values.offset ?? 0);
         if (command === 'search') {
           if (positionals.length === 0) throw new UsageError('search needs WORDS');
-          if (values.partition !== undefined) throw new UsageError('search has no --partition');
+          if (values.partition !== undefined || values.type !== undefined) throw new UsageError('search has no --partition or --type');
           const q = { ...common, query: positionals.join(' '), mode: values.mode, updatedAfter: values.after, updatedBefore: values.before };
           const result = await withService(dir, false, 'knowledge search', env, (s) => s.search(OPERATOR, q as never));
           emit(Boolean(values.json), result, renderSearch(result, offset));
           return 0;
         }
         if (positionals.length !== 0 || values.mode !== undefined || values.after !== undefined || values.before !== undefined) {
-          throw new UsageError('list takes only --partition, --kind, --tag, --lifecycle, --limit and --offset');
+          throw new UsageError('list takes only --partition, --kind, --type, --tag, --lifecycle, --limit and --offset');
         }
-        const result = await withService(dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, { ...common, partition: values.partition } as never));
+        const result = await withService(dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, { ...common, partition: values.partition, type: values.type } as never));
         emit(Boolean(values.json), result, renderList(result, offset));
         return 0;
       }

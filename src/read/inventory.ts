@@ -12,7 +12,7 @@
 import type { DB } from '../store/db.js';
 import type { PartitionId } from '../store/layout.js';
 import { facetTerms, nextOffset, type ParsedList } from './query.js';
-import { SUMMARY_COLUMNS, UPDATED_ORDER, filterClauses, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
+import { SUMMARY_COLUMNS, UPDATED_ORDER, filterClauses, partitionClause, toSummary, typeClause, whereSql, type SummaryRow } from './summary.js';
 import type { ListResult } from './types.js';
 
 /** Up to this many tagged records are sorted directly; more are picked from the ordered index. */
@@ -26,7 +26,18 @@ export function listRecords(db: DB, readable: 'all' | PartitionId[], q: ParsedLi
 function listInSnapshot(db: DB, readable: 'all' | PartitionId[], q: ParsedList): ListResult {
   let total: number;
   let rows: SummaryRow[];
-  if (q.tag) {
+  if (q.tag && q.type) {
+    // Tag and type together: the tag's records from the FTS facets, then the
+    // type checked row by row on that (already narrowed) set.
+    const facets = facetTerms({ readable, partition: q.partition, kind: q.kind, lifecycle: q.lifecycle, tag: q.tag });
+    if (facets === null) return { records: [], total: 0, nextOffset: null };
+    const type = typeClause(q.type);
+    const from = `FROM records r WHERE r.id IN (SELECT k.id FROM records_fts JOIN records_fts_keys k ON k.n = records_fts.rowid WHERE records_fts MATCH ?) AND (${type.sql})`;
+    const params = [facets.join(' AND '), ...type.params];
+    total = (db.prepare(`SELECT count(*) AS n ${from}`).get(...params) as { n: number }).n;
+    if (total === 0 || q.offset >= total) return { records: [], total, nextOffset: null };
+    rows = db.prepare(`SELECT ${SUMMARY_COLUMNS} ${from} ORDER BY ${UPDATED_ORDER} LIMIT ? OFFSET ?`).all(...params, q.limit, q.offset) as SummaryRow[];
+  } else if (q.tag) {
     const facets = facetTerms({ readable, partition: q.partition, kind: q.kind, lifecycle: q.lifecycle, tag: q.tag });
     if (facets === null) return { records: [], total: 0, nextOffset: null };
     const match = facets.join(' AND ');

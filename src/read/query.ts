@@ -197,6 +197,7 @@ export function parseSearchQuery(input: unknown): ParsedSearch {
 export interface ParsedList {
   partition?: PartitionId;
   kind?: RecordKind;
+  type?: string;
   tag?: string;
   lifecycle?: Lifecycle;
   limit: number;
@@ -216,6 +217,8 @@ export function parseListQuery(input: unknown): ParsedList {
   if (kind) out.kind = kind;
   const tag = optString(q, 'tag');
   if (tag !== undefined) out.tag = tag;
+  const type = optString(q, 'type', 100);
+  if (type !== undefined) out.type = type;
   const lifecycle = optLifecycle(q);
   if (lifecycle) out.lifecycle = lifecycle;
   return out;

@@ -67,12 +67,21 @@ export function partitionClause(readable: 'all' | PartitionId[]): Clause | null 
 }
 
 /** Column filters of the inventory (a tag filter goes through the FTS facets instead: see inventory.ts). */
-export function filterClauses(f: { kind?: RecordKind; lifecycle?: Lifecycle; partition?: PartitionId }): Clause[] {
+export function filterClauses(f: { kind?: RecordKind; lifecycle?: Lifecycle; partition?: PartitionId; type?: string }): Clause[] {
   const out: Clause[] = [];
   if (f.partition) out.push({ sql: 'r.partition = ?', params: [f.partition] });
   if (f.kind) out.push({ sql: 'r.kind = ?', params: [f.kind] });
+  if (f.type) out.push(typeClause(f.type));
   if (f.lifecycle) out.push({ sql: 'r.lifecycle = ?', params: [f.lifecycle] });
   return out;
+}
+
+/** A claim's claim_kind or a relationship's relationship_type (Browse by type). */
+export function typeClause(type: string): Clause {
+  return {
+    sql: "(r.kind = 'claim' AND json_extract(r.meta, '$.claim_kind') = ?) OR (r.kind = 'relationship' AND json_extract(r.meta, '$.relationship_type') = ?)",
+    params: [type, type],
+  };
 }
 
 export function whereSql(clauses: Array<Clause | null>): Clause {

@@ -71,6 +71,8 @@ export interface SearchResult {
 export interface ListQuery {
   partition?: string;
   kind?: RecordKind;
+  /** The record's type: `claim_kind` of a claim or `relationship_type` of a relationship. */
+  type?: string;
   tag?: string;
   lifecycle?: Lifecycle;
   /** 1..500, default 100. */

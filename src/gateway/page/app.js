@@ -97,12 +97,14 @@ function viewBrowse(params) {
   const filters = {
     partition: params.get('partition') ?? undefined,
     kind: params.get('kind') ?? undefined,
+    type: params.get('type') ?? undefined,
     tag: params.get('tag') ?? undefined,
     lifecycle: params.get('lifecycle') ?? undefined,
   };
   const form = filterForm('#/browse', [
     inputField('partition', 'Partition', filters.partition, { placeholder: 'private or conversation:<id>', autocomplete: 'off' }),
     selectField('kind', 'Kind', KINDS.map((k) => [k, k]), filters.kind),
+    inputField('type', 'Type', filters.type, { placeholder: 'claim kind or relationship type', autocomplete: 'off' }),
     inputField('tag', 'Tag', filters.tag, { autocomplete: 'off' }),
     selectField('lifecycle', 'Lifecycle', LIFECYCLES.map((k) => [k, k]), filters.lifecycle),
   ], 'Show');
@@ -113,7 +115,7 @@ function viewBrowse(params) {
       h('ul', { class: 'records' }, r.records.map(recordItem)),
       pager('#/browse', filters, offset, limit, r.records.length, r.total, r.nextOffset));
   });
-  return h('div', {}, h('h1', { tabindex: '-1' }, 'Browse'), h('p', { class: 'lede' }, 'Every record, by partition, kind, tag and lifecycle.'), form, box);
+  return h('div', {}, h('h1', { tabindex: '-1' }, 'Browse'), h('p', { class: 'lede' }, 'Every record, by partition, kind, type, tag and lifecycle.'), form, box);
 }
 
 function viewSearch(params) {
