@@ -65,3 +65,24 @@ describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly o
     expect(log[0]).toBe(JSON.parse(later.stdout).git.commit);
   });
 });
+
+describe('[GIT-6][GIT-10] killed during the store\'s very first checkpoint', () => {
+  for (const point of ['after-update-ref', 'before-record-commit'] as const) {
+    it(`killed ${point} on the root commit: the retry reuses it and leaves the index clean`, () => {
+      const fresh = storeSandbox();
+      try {
+        writeFileSync(join(fresh.sb.dir, 'p.md'), '---\nkind: page\ntitle: Very first\n---\nfirst bytes\n');
+        const killed = cli(fresh.sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: point } });
+        expect(killed.code).toBeNull();
+        const retry = cli(fresh.sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json']);
+        expect(retry.code, retry.stderr).toBe(0);
+        const receipt = JSON.parse(retry.stdout);
+        expect(receipt.git.state).toBe('committed');
+        expect(userGit(fresh.sb, fresh.vault, ['rev-list', '--count', 'main']).trim()).toBe('1');
+        expect(userGit(fresh.sb, fresh.vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+      } finally {
+        fresh.sb.cleanup();
+      }
+    });
+  }
+});

@@ -191,6 +191,8 @@ export async function commitChain(
   // bytes and the modes at their parent (the same rule that built them).
   let reusedSteps: Step[] = [];
   const before: string[] = [];
+  // A reused chain that starts at the root commit: its parent is the empty tree [GIT-6][GIT-10].
+  const fromRoot = reused.length > 0 && reused[0]!.parent === null;
   if (reused.length > 0) {
     const firstParent = reused[0]!.parent;
     let parentEntries: ReadonlyMap<string, Entry> = new Map();
@@ -220,7 +222,7 @@ export async function commitChain(
       commits: reused,
       objectFormat: fmt,
       steps: reusedSteps,
-      index: { paths, objectFormat: fmt, before, base: tip, reusedSteps, newSteps: [], known },
+      index: { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps: [], known },
     };
   }
 
@@ -254,7 +256,7 @@ export async function commitChain(
   // index against the new tip (index-lock.ts). A held lock is reported and
   // left in place [GIT-19].
   const newSteps = stepsFor(rest, executable, fmt);
-  const job: IndexJob = { paths, objectFormat: fmt, before, base: tip, reusedSteps, newSteps, known, preread };
+  const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known, preread };
   const held = await holdIndexLock(repo.gitDir);
   if (!held.ok) return pend('locked', held.reason);
   let indexDone: IndexSyncOutcome;

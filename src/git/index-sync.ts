@@ -36,6 +36,11 @@ export interface IndexJob {
   objectFormat: 'sha1' | 'sha256';
   /** Earlier commits whose entries for `paths` count as Knowledge's (the parent of a reused chain). */
   before: string[];
+  /**
+   * The reused chain starts at a root commit (the store's first checkpoint):
+   * its parent is the empty tree, so an absent entry is Knowledge's too.
+   */
+  fromRoot?: boolean;
   /** The commit the new steps were built on (the branch tip), or null for a root commit. */
   base: string | null;
   /** Entries set by checkpoint commits already on the branch up to `base` (a retry after a crash). */
@@ -93,6 +98,7 @@ export function planIndexUpdate(input: {
       continue;
     }
     const ours: Array<Entry | null> = [treeEntry(job.base, path), ...job.before.map((c) => treeEntry(c, path))];
+    if (job.fromRoot) ours.push(null);
     let final = treeEntry(job.base, path);
     for (const step of job.reusedSteps) if (step.has(path)) ours.push(step.get(path)!);
     for (const step of job.newSteps) {
