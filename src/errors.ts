@@ -32,13 +32,6 @@ export function isKnowledgeError(err: unknown): err is KnowledgeError {
   return err instanceof KnowledgeError;
 }
 
-/** Wrap an unknown failure with short context, keeping a stable code. */
-export function wrapError(err: unknown, context: string, code: ErrorCode = 'E_IO'): KnowledgeError {
-  if (err instanceof KnowledgeError) return err;
-  const msg = err instanceof Error ? err.message : String(err);
-  return new KnowledgeError(code, `${context}: ${msg}`);
-}
-
 /** HTTP status for each code (Gateway maps once, here). */
 export const httpStatus: Record<ErrorCode, number> = {
   E_VALIDATION: 400,

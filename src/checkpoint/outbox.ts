@@ -281,8 +281,3 @@ async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> 
   markIndex(db, [first.batch_id, last.batch_id], out);
   return out.ok;
 }
-
-export function batchIdOf(db: DB, refId: string): number | null {
-  const row = db.prepare('SELECT batch_id FROM batches WHERE ref_id = ? ORDER BY batch_id DESC LIMIT 1').get(refId) as { batch_id: number } | undefined;
-  return row?.batch_id ?? null;
-}

@@ -34,8 +34,9 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
     git: pending,
   };
   // Fingerprints of the installed files, taken before the transaction so the
-  // write lock is held only for SQLite work.
-  const prints = plan.files.map((f) => ({ f, fp: statFingerprint(join(store.paths.vault, f.path)) }));
+  // write lock is held only for SQLite work. The bytes are the ones install
+  // just wrote and fsynced: hash them instead of reading every file back.
+  const prints = plan.files.map((f) => ({ f, fp: statFingerprint(join(store.paths.vault, f.path), bytes.get(f.path)) }));
   const upsertRecord = db.prepare(
     `INSERT INTO records(id, partition, path, kind, title, revision, lifecycle, sha256, recorded_at, updated_at, aliases, tags, meta, body)
      VALUES (@id, @partition, @path, @kind, @title, @revision, @lifecycle, @sha256, @recorded_at, @updated_at, @aliases, @tags, @meta, @body)

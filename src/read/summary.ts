@@ -4,6 +4,7 @@
  * them are never selected, so they cannot leak through any read.
  */
 import type { PartitionId } from '../store/layout.js';
+import type { RecordRow } from '../store/record-row.js';
 import type { Lifecycle, RecordKind } from '../records/types.js';
 import type { RecordSummary } from './types.js';
 
@@ -11,19 +12,8 @@ import type { RecordSummary } from './types.js';
 export const SUMMARY_COLUMNS =
   'r.id, r.partition, r.path, r.kind, r.title, r.revision, r.lifecycle, r.tags, r.aliases, r.updated_at, r.recorded_at';
 
-export interface SummaryRow {
-  id: string;
-  partition: string;
-  path: string;
-  kind: string;
-  title: string;
-  revision: number;
-  lifecycle: string;
-  tags: string;
-  aliases: string;
-  updated_at: string;
-  recorded_at: string;
-}
+/** The columns of SUMMARY_COLUMNS. */
+export type SummaryRow = Omit<RecordRow, 'sha256' | 'meta' | 'body'>;
 
 function stringList(json: string): string[] {
   try {

@@ -9,24 +9,10 @@ import { parseRecordText, validateStored, type ParsedFile } from '../records/rec
 import { isMarkdownPath } from './scope.js';
 import { fastParseRecord } from './frontmatter.js';
 import type { DiagnosticCode } from './types.js';
+import type { RecordRow } from '../store/record-row.js';
 
 /** One row of the `records` index, as the publication pipeline writes it. */
-export interface IndexRow {
-  id: string;
-  partition: string;
-  path: string;
-  kind: string;
-  title: string;
-  revision: number;
-  lifecycle: string;
-  sha256: string;
-  recorded_at: string;
-  updated_at: string;
-  aliases: string;
-  tags: string;
-  meta: string;
-  body: string;
-}
+export type IndexRow = RecordRow;
 
 export interface Finding {
   code: DiagnosticCode;
