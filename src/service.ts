@@ -13,7 +13,7 @@ import { journal, loadJournal } from './publish/journal.js';
 import { install } from './publish/install.js';
 import { acknowledge } from './publish/acknowledge.js';
 import type { PublicationReceipt, PublishRequest } from './publish/types.js';
-import { batchGitState, drainOutbox } from './checkpoint/outbox.js';
+import { batchGitState, drainOutbox, drainSettled } from './checkpoint/outbox.js';
 import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
 import { crashPoint } from './faults.js';
@@ -72,6 +72,16 @@ export class KnowledgeService {
   }
 
   /**
+   * Wait for the Git work that follows receipts: after a checkpoint is
+   * recorded, the user's index is updated (Knowledge holds index.lock until
+   * then) and the repository may be maintained. Publications never wait for
+   * it; call this before `close()` so that work finishes with the store open.
+   */
+  async settle(): Promise<void> {
+    await drainSettled(this.store);
+  }
+
+  /**
    * [LAY-3] E_UNAVAILABLE when the vault, its manifest or state.sqlite has
    * vanished since the store was opened. A long-running process (the
    * Gateway) calls it per request: an open database handle would otherwise
@@ -101,7 +111,7 @@ export class KnowledgeService {
     const rows = this.store.db.prepare("SELECT publication_id FROM publications WHERE status = 'journaled' ORDER BY created_at").all() as Array<{ publication_id: string }>;
     for (const { publication_id } of rows) {
       try {
-        this.settle(publication_id);
+        this.installAndAcknowledge(publication_id);
       } catch (err) {
         if (isKnowledgeError(err) && err.code === 'E_CONFLICT') {
           this.store.db.prepare("UPDATE publications SET status = 'abandoned', failure = ? WHERE publication_id = ?").run(err.message, publication_id);
@@ -111,7 +121,7 @@ export class KnowledgeService {
     }
   }
 
-  private settle(publicationId: string): number | null {
+  private installAndAcknowledge(publicationId: string): number | null {
     const planned = loadJournal(this.store, publicationId);
     if (!planned) return null;
     install(this.store, planned);
@@ -133,7 +143,7 @@ export class KnowledgeService {
       if (existing.status === 'abandoned') {
         throw new KnowledgeError('E_CONFLICT', `request ${requestId} could not be applied: ${existing.failure ?? 'abandoned'}`);
       }
-      if (existing.status === 'journaled') this.settle(existing.publication_id);
+      if (existing.status === 'journaled') this.installAndAcknowledge(existing.publication_id);
       return this.resume(existing.publication_id);
     }
     const now = new Date().toISOString();
@@ -173,7 +183,7 @@ export class KnowledgeService {
       | undefined;
     if (!row) throw new KnowledgeError('E_NOT_FOUND', `no publication ${publicationId}`);
     let batchId = row.batch_id;
-    if (row.status === 'journaled') batchId = this.settle(row.publication_id);
+    if (row.status === 'journaled') batchId = this.installAndAcknowledge(row.publication_id);
     if (batchId !== null) await drainOutbox(this.store, this.runner, { through: batchId });
     return this.publicationReceipt(publicationId);
   }

@@ -22,7 +22,7 @@ beforeEach(() => {
 afterEach(() => sb.cleanup());
 
 const RID = '9d0c3a4e-1b2f-4c5d-8e9f-a0b1c2d3e4f5';
-const points = ['after-journal', 'mid-install', 'after-install', 'after-acknowledge', 'after-commit-object', 'after-update-ref', 'before-record-commit'] as const;
+const points = ['after-journal', 'mid-install', 'after-install', 'after-acknowledge', 'after-commit-object', 'after-update-ref', 'before-record-commit', 'after-record-commit'] as const;
 
 function commitsFor(publicationId: string): string[] {
   return userGit(sb, vault, ['log', '--format=%H', `--grep=Knowledge-Publication: ${publicationId}`, 'main']).trim().split('\n').filter(Boolean);
@@ -67,7 +67,7 @@ describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly o
 });
 
 describe('[GIT-6][GIT-10] killed during the store\'s very first checkpoint', () => {
-  for (const point of ['after-update-ref', 'before-record-commit'] as const) {
+  for (const point of ['after-update-ref', 'before-record-commit', 'after-record-commit'] as const) {
     it(`killed ${point} on the root commit: the retry reuses it and leaves the index clean`, () => {
       const fresh = storeSandbox();
       try {

@@ -58,6 +58,7 @@ async function seed(s: KnowledgeService) {
     evidence: [{ name: 'review.txt', bytes: notes, attribution: 'design review' }],
   });
   await s.publish({ partition: 'conversation:chat1', actor: 'agent', records: [page('kind: page\nid: rec-chat\ntitle: Chat notes', 'Lanterns again.\n')], evidence: [] });
+  await s.settle(); // the index update after the last receipt (Knowledge holds index.lock until then)
 }
 
 async function json(res: Response | Promise<Response>) {
@@ -255,11 +256,13 @@ describe('[SURF-2][GIT-16] Activity & issues and retry over HTTP', () => {
     const app = createApp(s);
     const first = await json(app.request('/api/scan', { ...WRITE, headers: { ...WRITE.headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ partition: 'private' }) }));
     expect(first.status, JSON.stringify(first.body)).toBe(200);
-    appendFileSync(join(vault, 'private', 'pages', 'glossary.md'), '\nEdited outside.\n');
+    const glossaryPath = s.readRecord({ kind: 'operator' }, 'rec-glossary').record.path;
+    expect(glossaryPath).toMatch(/^private\/pages\/[0-9a-f]{2}\/glossary\.md$/);
+    appendFileSync(join(vault, glossaryPath), '\nEdited outside.\n');
     writeFileSync(join(vault, 'private', 'pages', 'broken.md'), '---\nkind: [unclosed\n---\n');
     const scan = await json(app.request('/api/scan', WRITE));
     expect(scan.status).toBe(200);
-    expect(scan.body.modified).toContain('private/pages/glossary.md');
+    expect(scan.body.modified).toContain(glossaryPath);
     const diags = scan.body.diagnostics as Array<{ path: string; code: string }>;
     expect(diags.some((d) => d.path === 'private/pages/broken.md')).toBe(true);
     expect(scan.body.git).toMatchObject({ state: 'committed' });

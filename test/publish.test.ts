@@ -38,7 +38,7 @@ describe('publish: receipt contract (Appendix A)', () => {
     expect(receipt.publicationId).toMatch(/^pub-/);
     expect(receipt.records).toHaveLength(1);
     const rec = receipt.records[0];
-    expect(rec).toMatchObject({ revision: 1, path: 'private/claims/water-boils-at-100-c.md' });
+    expect(rec).toMatchObject({ revision: 1, path: expect.stringMatching(/^private\/claims\/[0-9a-f]{2}\/water-boils-at-100-c\.md$/) });
     expect(rec.sha256).toBe(sha(readFileSync(join(vault, rec.path))));
     expect(receipt.evidence).toEqual([
       expect.objectContaining({ sha256: sha('measured at sea level\n'), size: 22, inHistory: true }),
@@ -163,7 +163,7 @@ describe('partitions', () => {
     write('p.md', '---\nkind: page\ntitle: Chat note\n---\n');
     const r = publish(['--partition', 'conversation:sess-42', '--actor', 'agent', 'p.md']).receipt;
     expect(r.partition).toBe('conversation:sess-42');
-    expect(r.records[0].path).toBe('conversations/sess-42/pages/chat-note.md');
+    expect(r.records[0].path).toMatch(/^conversations\/sess-42\/pages\/[0-9a-f]{2}\/chat-note\.md$/);
     const fm = YAML.parse(readFileSync(join(vault, r.records[0].path), 'utf8').split('---\n')[1]!);
     expect(fm.scope).toBe('conversation:sess-42');
   });
@@ -173,8 +173,10 @@ describe('partitions', () => {
     write('b.md', '---\nkind: page\ntitle: SAME\n---\nb\n');
     const r1 = publish(['a.md']).receipt;
     const r2 = publish(['b.md']).receipt;
-    expect(r1.records[0].path).toBe('private/pages/same.md');
-    expect(r2.records[0].path).toMatch(/^private\/pages\/same-[0-9a-f]{8}\.md$/);
+    // One shard folder per slug: the two records sit side by side.
+    const shard = createHash('sha256').update('same').digest('hex').slice(0, 2);
+    expect(r1.records[0].path).toBe(`private/pages/${shard}/same.md`);
+    expect(r2.records[0].path).toMatch(new RegExp(`^private/pages/${shard}/same-[0-9a-f]{8}\\.md$`));
   });
 });
 
@@ -206,7 +208,7 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
     write('p.md', '---\nkind: page\ntitle: ../../../etc/passwd\n---\n');
     const r = publish(['p.md']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.receipt.records[0].path).toMatch(/^private\/pages\/[^/]+\.md$/);
+    expect(r.receipt.records[0].path).toMatch(/^private\/pages\/[0-9a-f]{2}\/[^/]+\.md$/);
     expect(existsSync(join(sb.dir, 'st', 'etc'))).toBe(false);
   });
 

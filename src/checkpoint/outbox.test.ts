@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { initStore } from '../store/store.js';
 import { KnowledgeService } from '../service.js';
 import { batchGitState, drainOutbox } from './outbox.js';
-import { makeSandbox, ugit, type GitSandbox } from '../git/test-sandbox.js';
+import { makeSandbox, ugit, ugitRaw, type GitSandbox } from '../git/test-sandbox.js';
 
 /**
  * The outbox drain in-process: queued batches are committed in chains (one
@@ -14,8 +14,11 @@ import { makeSandbox, ugit, type GitSandbox } from '../git/test-sandbox.js';
  */
 let sb: GitSandbox | undefined;
 const open: KnowledgeService[] = [];
-afterEach(() => {
-  for (const s of open.splice(0)) s.close();
+afterEach(async () => {
+  for (const s of open.splice(0)) {
+    await s.settle().catch(() => undefined);
+    s.close();
+  }
   sb?.cleanup();
   sb = undefined;
 });
@@ -37,8 +40,43 @@ async function publishVersions(s: KnowledgeService, n: number) {
   for (let v = 2; v <= n; v++) {
     out.push(await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', `v${v}`, `id: ${id}\nrevision: ${v - 1}\n`)], evidence: [] }));
   }
+  await s.settle(); // the index update after the last receipt
   return out;
 }
+
+describe('the index update follows the receipt [GIT-4][GIT-10]', () => {
+  it('returns a committed receipt while Knowledge still holds index.lock; settle() installs the index and releases it', async () => {
+    sb = makeSandbox();
+    const s = service('present');
+    await s.publish({ partition: 'private', actor: 'agent', records: [page('First', 'one')], evidence: [] });
+    await s.settle();
+    const vault = s.store.paths.vault;
+    const lock = join(vault, '.git', 'index.lock');
+    expect(existsSync(lock)).toBe(false);
+
+    const r = await s.publish({ partition: 'private', actor: 'agent', records: [page('Second', 'two')], evidence: [] });
+    // The receipt is recorded with its commit on the branch...
+    expect(r.git.state).toBe('committed');
+    expect(ugit(sb, vault, ['rev-parse', 'main']).trim()).toBe((r.git as { commit: string }).commit);
+    // ...while the user's index is still being brought up to date under Knowledge's lock:
+    expect(readFileSync(lock, 'utf8')).toMatch(/^knowledge-index-lock \d+ /);
+    const row = () => s.store.db.prepare("SELECT index_synced FROM batches WHERE kind = 'publication' ORDER BY batch_id DESC LIMIT 1").get() as { index_synced: number };
+    expect(row().index_synced).toBe(0);
+    // A user's commit in that window is refused by git (it would otherwise drop the new file from the tip).
+    const userCommit = ugitRaw(sb, vault, ['commit', '--allow-empty', '-q', '-m', 'user']);
+    expect(userCommit.status).not.toBe(0);
+    expect(userCommit.stderr.toString()).toMatch(/index\.lock/);
+
+    await s.settle();
+    expect(existsSync(lock)).toBe(false);
+    expect(row().index_synced).toBe(1);
+    expect(ugit(sb, vault, ['status', '--porcelain'])).toBe('');
+    // The next drain after a settled one needs nothing more.
+    ugit(sb, vault, ['commit', '--allow-empty', '-q', '-m', 'user']);
+    expect(ugit(sb, vault, ['show', '--name-only', '--format=', 'main'])).toBe('');
+    expect(ugit(sb, vault, ['ls-tree', '-r', '--name-only', 'main'])).toContain(r.records[0]!.path);
+  });
+});
 
 describe('drainOutbox in chains', () => {
   it('commits 7 queued versions in chains of 3: seven commits, in order, each with its own bytes', async () => {
@@ -59,6 +97,7 @@ describe('drainOutbox in chains', () => {
     log.forEach(([commit], i) => expect(ugit(sb!, vault, ['show', `${commit}:${path}`])).toContain(`\nv${i + 1}\n`));
     // Three chains: three branch moves in the reflog.
     expect(ugit(sb, vault, ['reflog', 'show', '--format=%gs', 'refs/heads/main']).trim().split('\n')).toHaveLength(3);
+    await s.settle();
     for (const p of pubs) expect(s.publicationReceipt(p.publicationId).git).toEqual({ state: 'committed', commit: log[pubs.indexOf(p)]![0] });
     expect(ugit(sb, vault, ['status', '--porcelain'])).toBe('');
     // Bytes are dropped once committed; blob ids are kept in their place [PUB-6].
@@ -160,6 +199,7 @@ describe('drainOutbox in chains', () => {
     const r = await drainOutbox(s.store, s.runner);
     expect(r.committed).toHaveLength(1);
     expect(ugit(sb, vault, ['show', `main:${first!.records[0]!.path}`])).toContain('\nv2\n');
+    await s.settle();
     expect(ugit(sb, vault, ['status', '--porcelain'])).toBe('');
     const synced = s.store.db.prepare('SELECT COUNT(*) AS n FROM batches WHERE index_synced = 0').get() as { n: number };
     expect(synced.n).toBe(0);

@@ -7,7 +7,9 @@
 import type { DB } from '../store/db.js';
 import type { Store } from '../store/store.js';
 import type { GitRunner } from '../git/runner.js';
+import { join } from 'node:path';
 import { commitChain, runIndexJob, type ChainOutcome, type IndexJob, type IndexSyncOutcome } from '../git/checkpoint.js';
+import { clearOwnStaleLock } from '../git/index-lock.js';
 import type { Step } from '../git/index-sync.js';
 import { maintainRepository } from '../git/maintenance.js';
 import type { BatchChange, BatchForCommit, GitState, PendingCode } from '../git/types.js';
@@ -104,19 +106,32 @@ interface ChunkRow extends BatchRow { size: number }
  */
 export function drainOutbox(store: Store, runner: GitRunner, opts: DrainOptions = {}): Promise<DrainResult> {
   // One drain at a time per store, whichever surface asks (Gateway, MCP,
-  // CLI): two interleaved drains would race for the same queued batch.
+  // CLI): two interleaved drains would race for the same queued batch. A
+  // drain resolves once its receipts are recorded; the index update and
+  // maintenance that follow finish before the next drain starts.
   const prev = draining.get(store) ?? Promise.resolve();
   const run = prev.catch(() => undefined).then(() => drainOnce(store, runner, opts));
-  draining.set(store, run);
-  return run;
+  const settled = run.then((r) => r.settled);
+  settled.catch(() => undefined); // reported through drainSettled; never an unhandled rejection
+  draining.set(store, settled);
+  return run.then((r) => r.result);
+}
+
+/**
+ * Resolves when every drain of this store asked for so far has finished,
+ * including the index update and maintenance after its receipts. Rejects
+ * with an unexpected failure of that work. Call before closing the store.
+ */
+export function drainSettled(store: Store): Promise<void> {
+  return (draining.get(store) ?? Promise.resolve()).then(() => undefined);
 }
 
 const draining = new WeakMap<Store, Promise<unknown>>();
 
-async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): Promise<DrainResult> {
+async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): Promise<{ result: DrainResult; settled: Promise<void> }> {
   const db = store.db;
   const result: DrainResult = { committed: [], blocked: null };
-  if (!store.settings.writesEnabled) return result; // [GIT-1]
+  if (!store.settings.writesEnabled) return { result, settled: Promise.resolve() }; // [GIT-1]
   const vault = store.paths.vault;
   // An index update a lock or crash interrupted comes first; while it cannot
   // be made, later ones wait too, so they can be made together, in order.
@@ -142,69 +157,90 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   // few times before reporting them; a stale lock costs these waits once per
   // call and is never touched [GIT-19]. No timer outlives the call [GIT-16].
   let transientRetries = TRANSIENT_RETRY_MS.length;
-  for (;;) {
-    const rows = nextRows.all(through, chainLimit) as ChunkRow[];
-    if (rows.length === 0) break;
-    let bytes = 0;
-    let n = 0;
-    while (n < rows.length && (n === 0 || bytes + rows[n]!.size <= maxBytes)) bytes += rows[n++]!.size;
-    const chunk = rows.slice(0, n);
-    const files = new Map<number, BatchChange[]>();
-    for (const f of loadFiles.all(chunk[0]!.batch_id, chunk[n - 1]!.batch_id) as Array<{ batch_id: number; path: string; deleted: number; bytes: Buffer | null }>) {
-      const list = files.get(f.batch_id) ?? [];
-      list.push({ path: f.path, bytes: f.deleted ? null : (f.bytes ?? Buffer.alloc(0)) });
-      files.set(f.batch_id, list);
+  // The index update owed for the chain recorded last: it holds index.lock
+  // until paid, so it is paid before the next chain and, for the last chain,
+  // after this drain's receipts are recorded (the caller does not wait for it).
+  let owed: (() => Promise<void>) | null = null;
+  const payOwed = async () => {
+    const pay = owed;
+    owed = null;
+    if (pay) await pay();
+  };
+  try {
+    for (;;) {
+      const rows = nextRows.all(through, chainLimit) as ChunkRow[];
+      if (rows.length === 0) break;
+      await payOwed();
+      let bytes = 0;
+      let n = 0;
+      while (n < rows.length && (n === 0 || bytes + rows[n]!.size <= maxBytes)) bytes += rows[n++]!.size;
+      const chunk = rows.slice(0, n);
+      const files = new Map<number, BatchChange[]>();
+      for (const f of loadFiles.all(chunk[0]!.batch_id, chunk[n - 1]!.batch_id) as Array<{ batch_id: number; path: string; deleted: number; bytes: Buffer | null }>) {
+        const list = files.get(f.batch_id) ?? [];
+        list.push({ path: f.path, bytes: f.deleted ? null : (f.bytes ?? Buffer.alloc(0)) });
+        files.set(f.batch_id, list);
+      }
+      const batches: BatchForCommit[] = chunk.map((row) => ({
+        vaultId: store.manifest.vaultId,
+        batchId: row.batch_id,
+        kind: row.kind,
+        refId: row.ref_id,
+        actor: row.actor,
+        createdAt: row.created_at,
+        subject: row.subject,
+        changes: files.get(row.batch_id) ?? [],
+      }));
+      const lastKnown = lastKnownStmt.get() as { commit_id: string } | undefined;
+      const started = performance.now();
+      const outcome = await commitChain(runner, vault, batches, { lastKnownCommit: lastKnown?.commit_id ?? null });
+      const now = new Date().toISOString();
+      if (outcome.state === 'committed') {
+        const perCommit = (performance.now() - started) / outcome.commits.length;
+        chainLimit = Math.max(1, Math.min(maxBatches, Math.floor((runner.timeoutMs * CHAIN_TIME_SHARE) / Math.max(perCommit, 0.01))));
+      } else if (outcome.state === 'pending' && outcome.code === 'timeout' && chunk.length > 1) {
+        chainLimit = Math.max(1, Math.floor(chunk.length / 4));
+        continue;
+      }
+      if (outcome.state === 'committed') {
+        // The receipts first [GIT-4]; the user's index follows (Knowledge still
+        // holds its lock, so no git command of the user's sees the gap).
+        const range: [number, number] = [outcome.commits[0]!.batchId, outcome.commits[outcome.commits.length - 1]!.batchId];
+        const runIt = !indexWaits;
+        owed = async () => {
+          const idx = await outcome.finishIndex(runIt);
+          if (!idx.ok) indexWaits = true;
+          if (db.open) markIndex(db, range, idx);
+        };
+        crashPoint('before-record-commit');
+        recordCommits(db, outcome, now);
+        crashPoint('after-record-commit');
+        result.committed.push(...outcome.commits.map((c) => c.batchId));
+        continue;
+      }
+      if (outcome.state === 'pending' && (outcome.code === 'branch-moved' || outcome.code === 'locked') && transientRetries > 0) {
+        await sleep(TRANSIENT_RETRY_MS[TRANSIENT_RETRY_MS.length - transientRetries--]!);
+        continue;
+      }
+      const head = chunk[0]!;
+      const code = outcome.state === 'pending' ? outcome.code : null;
+      db.transaction(() => {
+        // Later batches wait behind this one [GIT-5]; batchGitState derives their state from it.
+        db.prepare('UPDATE batches SET last_state = ?, last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ?')
+          .run(outcome.state, code, outcome.reason, now, head.batch_id);
+      }).immediate();
+      result.blocked = { batchId: head.batch_id, state: outcome.state === 'pending' ? { state: 'pending', code: outcome.code, reason: outcome.reason } : { state: 'unavailable', reason: outcome.reason } };
+      break;
     }
-    const batches: BatchForCommit[] = chunk.map((row) => ({
-      vaultId: store.manifest.vaultId,
-      batchId: row.batch_id,
-      kind: row.kind,
-      refId: row.ref_id,
-      actor: row.actor,
-      createdAt: row.created_at,
-      subject: row.subject,
-      changes: files.get(row.batch_id) ?? [],
-    }));
-    const lastKnown = lastKnownStmt.get() as { commit_id: string } | undefined;
-    const started = performance.now();
-    const outcome = await commitChain(runner, vault, batches, { lastKnownCommit: lastKnown?.commit_id ?? null });
-    const now = new Date().toISOString();
-    if (outcome.state === 'committed') {
-      const perCommit = (performance.now() - started) / outcome.commits.length;
-      chainLimit = Math.max(1, Math.min(maxBatches, Math.floor((runner.timeoutMs * CHAIN_TIME_SHARE) / Math.max(perCommit, 0.01))));
-    } else if (outcome.state === 'pending' && outcome.code === 'timeout' && chunk.length > 1) {
-      chainLimit = Math.max(1, Math.floor(chunk.length / 4));
-      continue;
-    }
-    if (outcome.state === 'committed') {
-      // The index first: the fewer steps between moving the branch and
-      // updating the index, the smaller the gap a user's commit could fall into.
-      const idx: IndexSyncOutcome = indexWaits
-        ? { ok: false, code: 'waiting', reason: 'the index update waits for an earlier one' }
-        : (outcome.indexDone ?? (await runIndexJob(runner, vault, outcome.index)));
-      if (!idx.ok) indexWaits = true;
-      crashPoint('before-record-commit');
-      recordCommits(db, outcome, idx, now);
-      crashPoint('after-record-commit');
-      result.committed.push(...outcome.commits.map((c) => c.batchId));
-      continue;
-    }
-    if (outcome.state === 'pending' && (outcome.code === 'branch-moved' || outcome.code === 'locked') && transientRetries > 0) {
-      await sleep(TRANSIENT_RETRY_MS[TRANSIENT_RETRY_MS.length - transientRetries--]!);
-      continue;
-    }
-    const head = chunk[0]!;
-    const code = outcome.state === 'pending' ? outcome.code : null;
-    db.transaction(() => {
-      // Later batches wait behind this one [GIT-5]; batchGitState derives their state from it.
-      db.prepare('UPDATE batches SET last_state = ?, last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ?')
-        .run(outcome.state, code, outcome.reason, now, head.batch_id);
-    }).immediate();
-    result.blocked = { batchId: head.batch_id, state: outcome.state === 'pending' ? { state: 'pending', code: outcome.code, reason: outcome.reason } : { state: 'unavailable', reason: outcome.reason } };
-    break;
+  } catch (err) {
+    await payOwed(); // never leave index.lock held
+    throw err;
   }
-  if (result.committed.length > 0 && !opts.skipMaintenance) await maintainRepository(runner, vault);
-  return result;
+  const settled = (async () => {
+    await payOwed();
+    if (result.committed.length > 0 && !opts.skipMaintenance && db.open) await maintainRepository(runner, vault);
+  })();
+  return { result, settled };
 }
 
 /**
@@ -212,16 +248,17 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
  * followed, in one short transaction [GIT-4]; the queued bytes are dropped
  * and replaced by the blob ids they became [PUB-6].
  */
-function recordCommits(db: DB, outcome: Extract<ChainOutcome, { state: 'committed' }>, idx: IndexSyncOutcome, now: string): void {
+function recordCommits(db: DB, outcome: Extract<ChainOutcome, { state: 'committed' }>, now: string): void {
+  // index_synced = 0 until finishIndex has run (markIndex); a crash in
+  // between leaves it to resyncIndexes.
   const setBatch = db.prepare(
-    `UPDATE batches SET state = 'committed', commit_id = ?, parent_commit = ?, index_synced = ?, last_state = 'committed',
-       last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = ? AND state = 'queued'`,
+    `UPDATE batches SET state = 'committed', commit_id = ?, parent_commit = ?, index_synced = 0, last_state = 'committed',
+       last_code = NULL, last_reason = NULL, attempted_at = ? WHERE batch_id = ? AND state = 'queued'`,
   );
-  const [synced, code, reason] = idx.ok ? [1, null, null] : [0, idx.code, `index not updated yet: ${idx.reason}`];
   const setFile = db.prepare('UPDATE batch_files SET bytes = NULL, blob_oid = ?, mode = ? WHERE batch_id = ? AND path = ?');
   db.transaction(() => {
     outcome.commits.forEach((c, i) => {
-      const changed = setBatch.run(c.commit, c.parent, synced, code, reason, now, c.batchId).changes;
+      const changed = setBatch.run(c.commit, c.parent, now, c.batchId).changes;
       if (changed !== 1) throw new Error(`outbox batch ${c.batchId} is not queued any more`);
       for (const [path, entry] of outcome.steps[i]!) setFile.run(entry?.oid ?? null, entry?.mode ?? null, c.batchId, path);
     });
@@ -249,6 +286,9 @@ async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> 
   const rows = db.prepare("SELECT batch_id, commit_id, parent_commit FROM batches WHERE state = 'committed' AND index_synced = 0 ORDER BY batch_id")
     .all() as Array<{ batch_id: number; commit_id: string; parent_commit: string | null }>;
   if (rows.length === 0) return true;
+  // Knowledge's own index.lock left by a process killed before it finished
+  // this update (index-lock.ts); anyone else's lock is left alone.
+  await clearOwnStaleLock(join(store.paths.vault, '.git'));
   const first = rows[0]!;
   const last = rows[rows.length - 1]!;
   const fileStmt = db.prepare('SELECT path, deleted, blob_oid, mode FROM batch_files WHERE batch_id = ?');
@@ -273,6 +313,8 @@ async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> 
     paths: [...paths],
     objectFormat: last.commit_id.length === 64 ? 'sha256' : 'sha1',
     before,
+    // The store's first checkpoint: its parent is the empty tree, so an absent entry is Knowledge's too.
+    fromRoot: first.parent_commit === null,
     base: last.commit_id,
     reusedSteps: steps,
     newSteps: [],

@@ -149,6 +149,7 @@ export async function runDemo(args: string[], env: NodeJS.ProcessEnv, out: { std
     const svc = KnowledgeService.open(dir, { write: true, command: 'knowledge demo (seeding)', env, git: gitOptionsFromEnv(env) });
     try {
       await seedDemo(svc);
+      await svc.settle();
     } finally {
       svc.close();
     }

@@ -129,7 +129,11 @@ async function withService<T>(dir: string, write: boolean, command: string, env:
   try {
     return await fn(svc);
   } finally {
-    svc.close();
+    try {
+      await svc.settle();
+    } finally {
+      svc.close();
+    }
   }
 }
 

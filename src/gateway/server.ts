@@ -119,7 +119,9 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
       closing ??= new Promise<void>((done) => {
         server.close(() => done());
         server.closeAllConnections();
-      }).finally(() => service.close());
+      })
+        .then(() => service.settle())
+        .finally(() => service.close());
       return closing;
     },
   };

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
-import { commitChain, runIndexJob, type ChainOutcome } from './checkpoint.js';
+import { commitChain, type ChainOutcome } from './checkpoint.js';
 import { buildChainStream, chainModes } from './commit-stream.js';
 import { makeBatch, makeSandbox, ugit, ugitRaw, userRepo, writeFile, type GitSandbox } from './test-sandbox.js';
 import type { BatchForCommit } from './types.js';
@@ -84,7 +84,7 @@ describe('commitChain [GIT-5][GIT-7]', () => {
     // The branch moved once: one reflog entry for the whole chain.
     expect(ugit(sb, vault, ['reflog', 'show', '--format=%gs', 'refs/heads/main']).trim().split('\n')[0]).toBe('knowledge: checkpoint');
     expect(ugit(sb, vault, ['reflog', 'show', '--format=%gs', 'refs/heads/main']).trim().split('\n')).toHaveLength(2);
-    const idx = await runIndexJob(runner, vault, out.index);
+    const idx = await out.finishIndex();
     expect(idx).toEqual({ ok: true, updated: 5, skipped: 0 });
     expect(ugit(sb, vault, ['diff', '--cached', '--name-only'])).toBe('');
     expect(ugit(sb, vault, ['fsck', '--strict', '--no-dangling']).trim()).toBe('');
@@ -96,7 +96,8 @@ describe('commitChain [GIT-5][GIT-7]', () => {
     const tip = ugit(sb, vault, ['rev-parse', 'main']).trim();
     const indexBefore = readFileSync(join(vault, '.git/index'));
     const first = committed(await commitChain(runner, vault, versions(3))); // landed, never recorded
-    writeFileSync(join(vault, '.git/index'), indexBefore); // as if killed before the new index was installed
+    await first.finishIndex(false); // as if killed before the new index was written (its lock gone too)
+    writeFileSync(join(vault, '.git/index'), indexBefore);
     // The retry is cut differently: batches 1..5 in one go.
     const again = committed(await commitChain(runner, vault, versions(5), { lastKnownCommit: tip }));
     expect(again.commits.slice(0, 3)).toEqual(first.commits.map((c) => ({ ...c, reused: true })));
@@ -105,7 +106,7 @@ describe('commitChain [GIT-5][GIT-7]', () => {
     expect(batchCommits(vault).map((b) => b.batch)).toEqual(['v-1/1', 'v-1/2', 'v-1/3', 'v-1/4', 'v-1/5']);
     // The user's index still sat at the old tip: the chain's one index update
     // (made under Knowledge's index lock) brings every path to the final entry.
-    expect(again.indexDone).toMatchObject({ ok: true, skipped: 0 });
+    expect(await again.finishIndex()).toMatchObject({ ok: true, skipped: 0 });
     expect(ugit(sb, vault, ['diff', '--cached', '--name-only'])).toBe('');
   });
 
@@ -114,6 +115,7 @@ describe('commitChain [GIT-5][GIT-7]', () => {
     const vault = userRepo(sb);
     const tip = ugit(sb, vault, ['rev-parse', 'main']).trim();
     const first = committed(await commitChain(runner, vault, versions(2)));
+    await first.finishIndex();
     const packs = ugit(sb, vault, ['count-objects', '-v']);
     const again = committed(await commitChain(runner, vault, versions(2), { lastKnownCommit: tip }));
     expect(again.commits.map((c) => [c.commit, c.reused])).toEqual(first.commits.map((c) => [c.commit, true]));
@@ -124,6 +126,7 @@ describe('commitChain [GIT-5][GIT-7]', () => {
     sb = makeSandbox();
     const vault = userRepo(sb);
     const first = committed(await commitChain(runner, vault, versions(3)));
+    await first.finishIndex();
     writeFile(vault, 'user.md', 'user\n');
     ugit(sb, vault, ['add', 'user.md']);
     ugit(sb, vault, ['commit', '-q', '-m', 'user after the chain']);
@@ -143,6 +146,7 @@ describe('commitChain [GIT-5][GIT-7]', () => {
     await expect(commitChain(runner, vault, versions(3), { testHooks: { beforeUpdateRef: (c) => { written = c; throw new Crash(); } } })).rejects.toBeInstanceOf(Crash);
     expect(ugit(sb, vault, ['rev-parse', 'main']).trim()).toBe(tip);
     const a = committed(await commitChain(runner, vault, versions(2), { lastKnownCommit: tip }));
+    await a.finishIndex();
     const b = committed(await commitChain(runner, vault, versions(1, 3), { lastKnownCommit: a.commits[1]!.commit }));
     expect(b.commits[0]!.commit).toBe(written);
   });
@@ -179,7 +183,7 @@ describe('user index after a chain [GIT-10]', () => {
     // The working files as Knowledge installed them (the last version of each).
     for (const b of versions(3)) for (const c of b.changes) writeFile(vault, c.path, c.bytes!);
     const out = committed(await commitChain(runner, vault, versions(3)));
-    await runIndexJob(runner, vault, out.index);
+    await out.finishIndex();
     expect(ugit(sb, vault, ['diff', '--cached', '--name-only'])).toBe('mine.md\n');
     expect(ugit(sb, vault, ['diff', '--name-only'])).toBe('mine.md\n');
     expect(ugit(sb, vault, ['status', '--porcelain'])).toBe('MM mine.md\n');

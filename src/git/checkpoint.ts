@@ -3,20 +3,25 @@
  * with exactly its bytes [GIT-7], in queue order [GIT-5] — without the work
  * tree or the user's index [GIT-10], then move the branch by compare-and-swap.
  * The caller runs this outside any SQLite write transaction and records the
- * result afterwards [GIT-4], then updates the index (`runIndexJob`).
+ * result afterwards [GIT-4], then calls `finishIndex` to update the index.
  *
  * Pipeline (FIELD-NOTES pipeline C, batched — "one stream is the lever"):
- *   detect → inspect (create if absent) → [unmerged probe ∥ previous attempt
- *   lookup ∥ parent entries] → ONE fast-import stream of chained commits onto
- *   a scratch ref → ONE update-ref CAS of the branch (dropping the scratch ref
- *   in the same transaction).
+ *   detect → inspect (create if absent) → [unmerged probe (skipped for an
+ *   index known clean) ∥ previous attempt lookup ∥ parent entries] → ONE
+ *   fast-import stream of chained commits onto a scratch ref → take
+ *   index.lock → ONE update-ref CAS of the branch (dropping the scratch ref in
+ *   the same transaction) → [caller records the receipts] → finishIndex:
+ *   the new index is written beside the lock, installed, and the lock
+ *   released. Nothing that grows with the size of the index is left before
+ *   the receipt; the index write is what follows it.
  */
-import { lstat, mkdir, open, readFile, realpath, rename, stat } from 'node:fs/promises';
+import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, startSession, type GitResult, type GitRunner, type GitSession } from './runner.js';
 import { checkUnmerged, inspectLayout, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
 import { assertCommittablePath, batchTrailerValue, blobId, buildChainStream, chainModes, epochSeconds, quotePath } from './commit-stream.js';
-import { readIndex, readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
+import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
+import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
 import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
@@ -39,10 +44,15 @@ export type ChainOutcome =
       objectFormat: 'sha1' | 'sha256';
       /** The entries each batch committed (path -> mode + blob id, null = deleted), for records and the index. */
       steps: Step[];
-      /** What to do to the user's index for these commits; run it after recording them. */
-      index: IndexJob;
-      /** Set when the index was already updated under Knowledge's index lock, with the branch move. */
-      indexDone?: IndexSyncOutcome;
+      /**
+       * Bring the user's index in line with these commits [GIT-10]. MUST be
+       * called exactly once, after the commits are recorded: when the branch
+       * moved in this call, Knowledge still holds index.lock (so no git
+       * command of the user's can read the old index against the new tip) and
+       * this writes the new index and releases the lock. `run: false` only
+       * releases it (an earlier index update is still owed; it goes first).
+       */
+      finishIndex: (run?: boolean) => Promise<IndexSyncOutcome>;
     }
   | { state: 'pending'; code: PendingCode; reason: string }
   | { state: 'unavailable'; reason: string };
@@ -79,9 +89,6 @@ export const EXCLUDE_LINES: readonly string[] = [
  */
 const LS_IN_FAST_IMPORT = 16;
 
-/** Up to this size the whole index is listed in one `ls-files` (~10k entries). */
-const WHOLE_INDEX_BYTES = 1024 * 1024;
-
 /** How far back to look for a previous attempt when the store knows no earlier commit. */
 const REUSE_SEARCH_LIMIT = 200;
 
@@ -105,7 +112,7 @@ export async function commitBatch(
   const out = await commitChain(runner, vaultDir, [batch], opts);
   if (out.state !== 'committed') return out;
   const c = out.commits[0]!;
-  const index = out.indexDone ?? (await runIndexJob(runner, vaultDir, out.index));
+  const index = await out.finishIndex();
   return { state: 'committed', commit: c.commit, parent: c.parent, reused: c.reused, index };
 }
 
@@ -155,13 +162,12 @@ export async function commitChain(
   const fmt = repo.objectFormat;
 
   // Reads made before the repository existed (or while it had no commit) are redone now.
-  const { unmerged, found, tipTree, preread } = reads && (tip !== null || reads.headless)
+  const { unmerged, found, tipTree } = reads && (tip !== null || reads.headless)
     ? reads
     : await (await startReads(runner, vault, paths, batches.length, opts.lastKnownCommit ?? null, true))!;
   if (unmerged) return unavailableIfGone(runner, unmerged as Extract<RepoInspection, { kind: 'pending' }>);
   if (tip && found.kind === 'error') return pend(found.code, found.reason);
   if (tip && tipTree && !tipTree.ok) return pend(tipTree.code, tipTree.reason);
-  if (!('user' in preread)) return pend(preread.code, preread.reason);
   // The tip's entries for the paths: read above, or (for a few paths) asked
   // of fast-import itself below, which saves a git process.
   let tipEntries: ReadonlyMap<string, Entry> | null = !tip ? new Map() : tipTree?.ok ? tipTree.entries : null;
@@ -217,12 +223,14 @@ export async function commitChain(
       if (!(t instanceof Map)) return pend((t as { code: PendingCode }).code, (t as { reason: string }).reason);
       known.set(tip, t);
     }
+    // Nothing moves now: the index job runs the ordinary way (update-index takes the lock itself).
+    const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps: [], known };
     return {
       state: 'committed',
       commits: reused,
       objectFormat: fmt,
       steps: reusedSteps,
-      index: { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps: [], known },
+      finishIndex: async (run = true) => (run ? runIndexJob(runner, vault, job) : skippedIndex()),
     };
   }
 
@@ -251,37 +259,67 @@ export async function commitChain(
   await opts.testHooks?.beforeUpdateRef?.(last);
   crashPoint('after-commit-object');
 
-  // [GIT-10] Take the user's index lock before the branch moves and prepare
-  // the new index under it, so no git command of the user's can read the old
-  // index against the new tip (index-lock.ts). A held lock is reported and
-  // left in place [GIT-19].
+  // [GIT-10] Take the user's index lock before the branch moves and keep it
+  // until the new index is in place (finishIndex), so no git command of the
+  // user's can read the old index against the new tip (index-lock.ts). A
+  // held lock is reported and left in place [GIT-19].
   const newSteps = stepsFor(rest, executable, fmt);
-  const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known, preread };
   const held = await holdIndexLock(repo.gitDir);
   if (!held.ok) return pend('locked', held.reason);
-  let indexDone: IndexSyncOutcome;
-  try {
-    indexDone = await runIndexJob(runner, vault, { ...job, indexFile: held.lock.temp });
-  } catch (err) {
-    await held.lock.release();
-    throw err;
-  }
+  const gitDir = repo.gitDir;
+  // Nobody else writes the index while we hold its lock: this is the index finishIndex will copy.
+  const cleanBefore = isKnownClean(gitDir, await indexIdentity(gitDir));
 
   // Compare-and-swap the branch HEAD names (never HEAD itself): if anyone
   // moved it since inspection, nothing changes and we report branch-moved.
   // Deleting the scratch ref in the same transaction keeps the commits
   // reachable until the branch holds them.
   const tx = (tip ? `update ${repo.branchRef} ${last} ${tip}\n` : `create ${repo.branchRef} ${last}\n`) + `delete ${SCRATCH_REF} ${last}\n`;
-  const up = await runner.run(['update-ref', '-m', 'knowledge: checkpoint', '--stdin'], { cwd: vault, env, input: tx });
+  let up: GitResult;
+  try {
+    up = await runner.run(['update-ref', '-m', 'knowledge: checkpoint', '--stdin'], { cwd: vault, env, input: tx });
+  } catch (err) {
+    await held.lock.release();
+    throw err;
+  }
   if (up.code !== 0) {
     await held.lock.release();
     return failed(runner, up);
   }
   crashPoint('after-update-ref');
-  // The prepared index goes into place before the lock is released; if it
-  // could not be prepared, the index job runs again later the ordinary way.
-  if (indexDone.ok) await held.lock.install();
-  else await held.lock.release();
+
+  const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known, indexFile: held.lock.temp };
+  let finished = false;
+  const finishIndex = async (run = true): Promise<IndexSyncOutcome> => {
+    if (finished) throw new Error('finishIndex called twice');
+    finished = true;
+    if (!run) {
+      await held.lock.release();
+      return skippedIndex();
+    }
+    try {
+      const copied = await held.lock.copy();
+      if (!copied.ok) {
+        await held.lock.release();
+        return { ok: false, code: 'git-error', reason: copied.reason };
+      }
+      const out = await runIndexJob(runner, vault, job);
+      // The new index goes into place before the lock is released; if it
+      // could not be written, the index job runs again later the ordinary way.
+      if (!out.ok) {
+        await held.lock.release();
+        return out;
+      }
+      await held.lock.install();
+      // Our update wrote stage-0 entries for unconflicted paths only: an index
+      // known free of conflicts stays so.
+      if (cleanBefore) rememberClean(gitDir, await indexIdentity(gitDir));
+      return out;
+    } catch (err) {
+      await held.lock.release();
+      return { ok: false, code: 'git-error', reason: `updating the index: ${(err as Error).message}` };
+    }
+  };
 
   const made = rest.map((b, i): ChainCommit => ({ batchId: b.batchId, commit: marks[i]!, parent: i === 0 ? tip : marks[i - 1]!, reused: false }));
   return {
@@ -289,9 +327,12 @@ export async function commitChain(
     commits: [...reused, ...made],
     objectFormat: fmt,
     steps: [...reusedSteps, ...newSteps],
-    index: job,
-    ...(indexDone.ok ? { indexDone } : {}),
+    finishIndex,
   };
+}
+
+function skippedIndex(): IndexSyncOutcome {
+  return { ok: false, code: 'waiting', reason: 'the index update waits for an earlier one' };
 }
 
 interface Reads {
@@ -299,7 +340,6 @@ interface Reads {
   found: Found;
   /** null: not read here; fast-import answers `ls` for these few paths. */
   tipTree: Awaited<ReturnType<typeof readTreeEntries>> | null;
-  preread: Awaited<ReturnType<typeof readIndex>>;
   /** Read when the repository had no commit yet (nothing to redo for an unborn branch). */
   headless: boolean;
 }
@@ -324,14 +364,12 @@ async function startReads(
     return null;
   }
   const env = vaultEnv(vault);
-  const branchTip = await readBranchTip(join(vault, '.git'));
+  const gitDir = join(vault, '.git');
+  const branchTip = await readBranchTip(gitDir);
   const none: Found = { kind: 'none' };
-  // A small index is listed whole once: user entries and the conflict probe in one process.
-  const indexBytes = await stat(join(vault, '.git', 'index')).then((s) => s.size, () => 0);
-  const whole = indexBytes <= WHOLE_INDEX_BYTES;
   return (async () => {
-    const [unmergedProbe, found, tipTree, preread] = await Promise.all([
-      whole ? Promise.resolve(null) : checkUnmerged(runner, vault),
+    const [unmerged, found, tipTree] = await Promise.all([
+      unmergedUnlessKnownClean(runner, vault, gitDir),
       // Nothing new on the branch since the store's last record: no earlier attempt can be there.
       (branchTip !== null && branchTip === lastKnown) || (force && branchTip === null)
         ? Promise.resolve(none)
@@ -339,13 +377,22 @@ async function startReads(
       force && branchTip === null
         ? Promise.resolve({ ok: true as const, entries: new Map<string, Entry>() })
         : paths.length <= LS_IN_FAST_IMPORT ? Promise.resolve(null) : readTreeEntries(runner, vault, 'HEAD', paths),
-      readIndex(runner, vault, paths, { whole }),
     ]);
-    const unmerged = whole && 'user' in preread && preread.unmerged
-      ? ({ kind: 'pending', code: 'unmerged', reason: 'the index has unmerged entries (an unresolved conflict); resolve them, then retry' } as const)
-      : unmergedProbe;
-    return { unmerged, found, tipTree, preread, headless: force };
+    return { unmerged, found, tipTree, headless: force };
   })();
+}
+
+/**
+ * The unmerged-entries probe [GIT-18] (`ls-files -u`: reads the whole
+ * index), skipped while the index is the very file Knowledge last knew to be
+ * free of conflicts (index-state.ts).
+ */
+async function unmergedUnlessKnownClean(runner: GitRunner, vault: string, gitDir: string): Promise<RepoInspection | null> {
+  const before = await indexIdentity(gitDir);
+  if (isKnownClean(gitDir, before)) return null;
+  const found = await checkUnmerged(runner, vault);
+  if (found === null && before !== null && (await indexIdentity(gitDir)) === before) rememberClean(gitDir, before);
+  return found;
 }
 
 /**

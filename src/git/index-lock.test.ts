@@ -32,6 +32,17 @@ describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', (
     expect(existsSync(join(gitDir, 'index.lock'))).toBe(false);
   });
 
+  it('never removes a lock that no longer carries its marker', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const held = await holdIndexLock(gitDir);
+    if (!held.ok) throw new Error(held.reason);
+    writeFileSync(join(gitDir, 'index.lock'), ''); // replaced behind our back (git itself never does this)
+    await held.lock.install();
+    expect(readFileSync(join(gitDir, 'index.lock'), 'utf8')).toBe('');
+  });
+
   it('clears only its own lock left by a killed Knowledge process; a user lock is never touched', async () => {
     sb = makeSandbox();
     const vault = userRepo(sb);

@@ -6,9 +6,8 @@
  * starting in between would build its tree from the old index on top of our
  * commit and silently drop the checkpoint's files from the tip. Git itself
  * serialises index writers with `index.lock`, so Knowledge takes that lock
- * (O_EXCL, like git) before moving the branch, writes the new index beside
- * it, moves the branch, installs the new index and only then releases the
- * lock. A user's git command in that window fails with git's ordinary
+ * (O_EXCL, like git) before moving the branch, moves the branch, writes the
+ * new index beside the lock, installs it and only then releases the lock. A user's git command in that window fails with git's ordinary
  * "index.lock exists" message and can simply be run again.
  *
  * The lock file carries a marker naming the Knowledge process that holds it.
@@ -23,8 +22,10 @@ import { processAlive, processStartTicks } from '../process.js';
 const MARKER = 'knowledge-index-lock';
 
 export interface HeldIndexLock {
-  /** The index file to write the new entries into (GIT_INDEX_FILE). */
+  /** The index file to write the new entries into (GIT_INDEX_FILE), once `copy` made it. */
   temp: string;
+  /** Copy the user's index (which nobody else may write while we hold the lock) to `temp`. */
+  copy(): Promise<{ ok: true } | { ok: false; reason: string }>;
   /** Move the prepared index into place, then release the lock. */
   install(): Promise<void>;
   /** Release the lock without changing the index. */
@@ -86,23 +87,28 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       return { ok: false, reason: `cannot create ${lockPath}: ${(err as Error).message}` };
     }
   }
+  const mine = markerText();
   const release = async () => {
     await unlink(temp).catch(() => undefined);
-    await unlink(lockPath).catch(() => undefined);
+    // Git never replaces a lock it did not take (O_EXCL), but anything else
+    // might: remove the lock only while it still carries our marker.
+    const text = await readFile(lockPath, 'utf8').catch(() => null);
+    if (text === mine) await unlink(lockPath).catch(() => undefined);
   };
-  try {
-    await unlink(temp).catch(() => undefined);
-    await copyFile(indexPath, temp);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      await release();
-      return { ok: false, reason: `cannot read the index: ${(err as Error).message}` };
-    }
-  }
   return {
     ok: true,
     lock: {
       temp,
+      async copy() {
+        try {
+          await unlink(temp).catch(() => undefined);
+          await copyFile(indexPath, temp);
+        } catch (err) {
+          // No index yet: git creates the temp file from nothing.
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return { ok: false, reason: `cannot read the index: ${(err as Error).message}` };
+        }
+        return { ok: true };
+      },
       async install() {
         try {
           await rename(temp, indexPath);

@@ -50,15 +50,8 @@ export interface IndexJob {
   /** Tree entries already read by the caller: commit -> (path -> entry). Saves a spawn. */
   known?: ReadonlyMap<string, ReadonlyMap<string, Entry>>;
   /**
-   * The user's entries for `paths` and the filter overrides, read by the
-   * caller while the commits were being written, so that only the write is
-   * left between moving the branch and updating the index.
-   */
-  preread?: IndexRead;
-  /**
    * Read and write this index file instead of the user's (GIT_INDEX_FILE):
    * the copy prepared under Knowledge's held index.lock (index-lock.ts).
-   * `preread` is ignored then: the copy is read afresh under the lock.
    */
   indexFile?: string;
 }
@@ -131,7 +124,7 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
   }
   const toRead = [...new Set([...job.before, ...(job.base ? [job.base] : [])])].filter((c) => !job.known?.has(c));
   const [pre, ...read] = await Promise.all([
-    job.preread && !job.indexFile ? Promise.resolve(job.preread) : readIndex(runner, vault, job.paths, { indexFile: job.indexFile }),
+    readIndex(runner, vault, job.paths, { indexFile: job.indexFile }),
     ...toRead.map((c) => readTreeEntries(runner, vault, c, job.paths)),
   ]);
   if (!('user' in pre)) return pre;
@@ -162,26 +155,24 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
 
 /**
  * The user's index entries for `paths` (one `ls-files`) and the filter
- * overrides an index write needs. With `whole`, the whole index is listed
- * instead (cheap for a small index) and `unmerged` says whether any path at
- * all has an unresolved conflict, which saves the separate probe.
+ * overrides an index write needs.
  */
 export async function readIndex(
   runner: GitRunner,
   vault: string,
   paths: string[],
-  opts: { whole?: boolean; indexFile?: string } = {},
-): Promise<(IndexRead & { unmerged?: boolean }) | { ok: false; code: PendingCode; reason: string }> {
+  opts: { indexFile?: string } = {},
+): Promise<IndexRead | { ok: false; code: PendingCode; reason: string }> {
   // Literal pathspecs: a vault file may be called "*.md" or ":(top)x".
   const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1', ...(opts.indexFile ? { GIT_INDEX_FILE: opts.indexFile } : {}) };
   const [ls, filters] = await Promise.all([
-    runner.run(['ls-files', '-s', '-z', ...(opts.whole ? [] : pathspecArgs(paths))], { cwd: vault, env }),
+    runner.run(['ls-files', '-s', '-z', ...pathspecArgs(paths)], { cwd: vault, env }),
     filterOverrides(runner, vault),
   ]);
   if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
   if (!Array.isArray(filters)) return filters as { ok: false; code: PendingCode; reason: string };
-  const { entries, conflicted, anyConflict } = parseLsFiles(ls.stdout, new Set(paths));
-  return { user: entries, conflicted, filters, ...(opts.whole ? { unmerged: anyConflict } : {}) };
+  const { entries, conflicted } = parseLsFiles(ls.stdout, new Set(paths));
+  return { user: entries, conflicted, filters };
 }
 
 /**

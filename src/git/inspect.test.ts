@@ -220,3 +220,53 @@ describe('repositories git refuses or cannot read', () => {
     }
   });
 });
+
+describe('the layout facts of a ready repository are reused while nothing that decides them changed', () => {
+  function counting(): { r: GitRunner; calls: string[] } {
+    const r = new GitRunner();
+    const calls: string[] = [];
+    const orig = r.run.bind(r);
+    r.run = (args, opts) => {
+      calls.push(args[0]!);
+      return orig(args, opts);
+    };
+    return { r, calls };
+  }
+
+  it('a second inspection runs no git; the tip is the loose ref read now', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const { r, calls } = counting();
+    const first = await inspectRepository(r, vault);
+    expect(first.kind).toBe('ready');
+    expect(calls).toContain('rev-parse');
+    calls.length = 0;
+    writeFile(vault, 'n.md', 'n\n');
+    ugit(sb, vault, ['add', 'n.md']);
+    ugit(sb, vault, ['commit', '-q', '-m', 'user moves the branch']);
+    const again = await inspectRepository(r, vault);
+    expect(calls.filter((c) => c === 'rev-parse')).toEqual([]);
+    expect(again).toMatchObject({ kind: 'ready', head: ugit(sb, vault, ['rev-parse', 'main']).trim() });
+  });
+
+  it('asks git again when the config, the ref storage or the directories change', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const { r, calls } = counting();
+    expect((await inspectRepository(r, vault)).kind).toBe('ready');
+    // A packed ref: no loose file to read, git answers.
+    ugit(sb, vault, ['pack-refs', '--all']);
+    calls.length = 0;
+    expect(await inspectRepository(r, vault)).toMatchObject({ kind: 'ready', head: ugit(sb, vault, ['rev-parse', 'main']).trim() });
+    expect(calls).toContain('rev-parse');
+    // core.bare written to the config: the cached layout no longer holds.
+    ugit(sb, vault, ['config', 'core.bare', 'true']);
+    expect(await inspectRepository(r, vault)).toMatchObject({ kind: 'pending', code: 'not-vault-root' });
+    ugit(sb, vault, ['--git-dir', join(vault, '.git'), 'config', 'core.bare', 'false']);
+    expect((await inspectRepository(r, vault)).kind).toBe('ready');
+    // The work tree moved elsewhere by config.
+    mkdirSync(join(sb.dir, 'elsewhere'));
+    ugit(sb, vault, ['config', 'core.worktree', join(sb.dir, 'elsewhere')]);
+    expect(await inspectRepository(r, vault)).toMatchObject({ kind: 'pending', code: 'not-vault-root' });
+  });
+});

@@ -85,16 +85,23 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
   }
 
   const env = vaultEnv(vault);
+  const [key, headFile] = await Promise.all([layoutKey(vault, dotGit), readHeadFile(dotGit)]);
+  // The same repository as at the last inspection that found it ready: the
+  // layout facts still hold, and the tip is read from its loose ref file.
+  const known = key !== null ? layoutCache.get(vault) : undefined;
+  if (known && known.key === key && headFile.kind === 'branch') {
+    const tip = await readLooseRef(dotGit, headFile.ref);
+    if (tip !== null && tip.length === (known.objectFormat === 'sha256' ? 64 : 40)) {
+      return finishInspection(runner, vault, dotGit, env, headFile, tip, known.objectFormat);
+    }
+  }
   // One rev-parse for the layout and the tip; `--` makes HEAD a revision even
   // when the vault holds a file called HEAD. An unborn branch fails only on
   // the last argument, after the layout lines were printed.
-  const [rp, headFile] = await Promise.all([
-    runner.run(
-      ['rev-parse', '--is-bare-repository', '--git-dir', '--git-common-dir', '--show-object-format', '--show-toplevel', 'HEAD^{commit}', '--'],
-      { cwd: vault, env },
-    ),
-    readHeadFile(dotGit),
-  ]);
+  const rp = await runner.run(
+    ['rev-parse', '--is-bare-repository', '--git-dir', '--git-common-dir', '--show-object-format', '--show-toplevel', 'HEAD^{commit}', '--'],
+    { cwd: vault, env },
+  );
   const lines = rp.stdout.toString('utf8').split('\n');
   // Unresolved HEAD and nothing else wrong: the only complaint is about HEAD
   // itself (a damaged object says more, and is malformed instead).
@@ -125,6 +132,27 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
   if (topReal !== vault) return pending('not-vault-root', `the repository's work tree is ${topReal}, not the vault (core.worktree)`);
   if (fmt !== 'sha1' && fmt !== 'sha256') return pending('malformed', `unsupported object format ${fmt}`);
 
+  let headOid: string | null = null;
+  if (!headUnresolved) {
+    headOid = lines[5]?.trim() ?? '';
+    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(headOid)) return pending('malformed', `unexpected rev-parse output for HEAD: ${headOid}`);
+  }
+  const out = await finishInspection(runner, vault, gitDir, env, headFile, headOid, fmt);
+  if (out.kind === 'ready' && out.head !== null && key !== null) layoutCache.set(vault, { key, objectFormat: fmt });
+  else layoutCache.delete(vault);
+  return out;
+}
+
+/** The checks every inspection makes, with or without rev-parse. */
+async function finishInspection(
+  runner: GitRunner,
+  vault: string,
+  gitDir: string,
+  env: Record<string, string>,
+  headFile: HeadFile,
+  headOid: string | null,
+  fmt: 'sha1' | 'sha256',
+): Promise<RepoInspection> {
   // Operations left half-done by the user: finish them first [GIT-18].
   const inProgress = await firstExisting(IN_PROGRESS.map((p) => join(gitDir, p.name)));
   if (inProgress >= 0) {
@@ -156,11 +184,7 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
     return pending('locked', `.git/${held} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);
   }
 
-  let headOid: string | null = null;
-  if (!headUnresolved) {
-    headOid = lines[5]?.trim() ?? '';
-    if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(headOid)) return pending('malformed', `unexpected rev-parse output for HEAD: ${headOid}`);
-  } else {
+  if (headOid === null) {
     // Unborn: fine for a fresh repository, suspicious when other refs exist
     // (an orphan checkout or a deleted branch) [GIT-18].
     const refs = await runner.run(['for-each-ref', '--count=2', '--format=%(refname)'], { cwd: vault, env });
@@ -174,6 +198,49 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
   }
 
   return { kind: 'ready', gitDir, branchRef, head: headOid, objectFormat: fmt, workTree: vault };
+}
+
+/**
+ * What one `rev-parse` told about a repository found ready: the object
+ * format, under the identity of everything that decides the layout — the
+ * vault and `.git` directories (owner, mode, inode: dubious ownership, a
+ * replaced `.git`), `.git/config` (core.bare, core.worktree, the object
+ * format; a config that includes other files is never cached) and the
+ * absence of `.git/commondir`. Per process; dropped whenever an inspection
+ * is not ready.
+ */
+const layoutCache = new Map<string, { key: string; objectFormat: 'sha1' | 'sha256' }>();
+
+async function layoutKey(vault: string, dotGit: string): Promise<string | null> {
+  try {
+    const [v, g, c, text, common] = await Promise.all([
+      lstat(vault, { bigint: true }),
+      lstat(dotGit, { bigint: true }),
+      stat(join(dotGit, 'config'), { bigint: true }),
+      readFile(join(dotGit, 'config'), 'utf8'),
+      lstat(join(dotGit, 'commondir')).then(() => true, () => false),
+    ]);
+    if (common || /^\s*\[\s*include/im.test(text)) return null;
+    const dir = (s: typeof v) => `${s.dev}:${s.ino}:${s.uid}:${s.gid}:${s.mode}`;
+    return `${dir(v)}|${dir(g)}|${c.dev}:${c.ino}:${c.size}:${c.mtimeNs}:${c.ctimeNs}:${c.uid}`;
+  } catch {
+    return null;
+  }
+}
+
+/** A loose branch ref's commit id, or null (packed, missing, unreadable, not an id). */
+async function readLooseRef(dotGit: string, ref: string): Promise<string | null> {
+  try {
+    const text = (await readFile(join(dotGit, ref), 'utf8')).trim();
+    return /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(text) ? text : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Forget cached layouts (tests). */
+export function forgetLayouts(): void {
+  layoutCache.clear();
 }
 
 /** Unmerged index entries (an unresolved conflict, also without any operation file) [GIT-18]. */

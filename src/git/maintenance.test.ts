@@ -20,6 +20,7 @@ async function checkpoints(vault: string, n: number): Promise<void> {
   for (let i = 1; i <= n; i++) {
     const out = await commitChain(runner, vault, [makeBatch({ batchId: i, changes: [{ path: `n/${i}.md`, bytes: Buffer.from(`${i}\n`) }] })], { lastKnownCommit: last });
     if (out.state !== 'committed') throw new Error(JSON.stringify(out));
+    await out.finishIndex();
     last = out.commits[0]!.commit;
   }
 }

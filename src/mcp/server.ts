@@ -91,7 +91,11 @@ function storeAccess(opts: McpOptions): ToolContext['withService'] {
       try {
         return await fn(svc);
       } finally {
-        svc.close();
+        try {
+          await svc.settle();
+        } finally {
+          svc.close();
+        }
       }
     };
     if (mode === 'read') return once();

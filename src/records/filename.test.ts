@@ -152,26 +152,28 @@ describe('isSafeRelativePath', () => {
 describe('recordPath', () => {
   const id = 'rec-42';
   const h8 = sha256Hex(id).slice(0, 8);
+  const shard = (slug: string) => sha256Hex(slug).slice(0, 2);
+  const sh = shard('hello');
 
-  it('uses <partition>/<kind>s/<slug>.md when free', () => {
+  it('uses <partition>/<kind>s/<shard>/<slug>.md when free, the shard from the slug alone', () => {
     expect(recordPath({ partitionDir: 'private', kind: 'page', title: 'Hello World', id, taken: () => false })).toBe(
-      'private/pages/hello-world.md',
+      `private/pages/${shard('hello-world')}/hello-world.md`,
     );
     expect(recordPath({ partitionDir: 'conversations/abc', kind: 'claim', title: '../../etc/passwd', id, taken: () => false })).toBe(
-      'conversations/abc/claims/etc-passwd.md',
+      `conversations/abc/claims/${shard('etc-passwd')}/etc-passwd.md`,
     );
     expect(recordPath({ partitionDir: 'private', kind: 'relationship', title: 'CON', id, taken: () => false })).toBe(
-      'private/relationships/con-record.md',
+      `private/relationships/${shard('con-record')}/con-record.md`,
     );
   });
 
   it('follows a deterministic collision sequence', () => {
     const seen: string[] = [];
     const takenSet = new Set([
-      'private/pages/hello.md',
-      `private/pages/hello-${h8}.md`,
-      `private/pages/hello-${h8}-2.md`,
-      `private/pages/hello-${h8}-3.md`,
+      `private/pages/${sh}/hello.md`,
+      `private/pages/${sh}/hello-${h8}.md`,
+      `private/pages/${sh}/hello-${h8}-2.md`,
+      `private/pages/${sh}/hello-${h8}-3.md`,
     ]);
     const p = recordPath({
       partitionDir: 'private',
@@ -183,13 +185,16 @@ describe('recordPath', () => {
         return takenSet.has(c);
       },
     });
-    expect(p).toBe(`private/pages/hello-${h8}-4.md`);
+    expect(p).toBe(`private/pages/${sh}/hello-${h8}-4.md`);
     expect(seen).toEqual([...takenSet, p]);
     // same inputs -> same answer
     expect(recordPath({ partitionDir: 'private', kind: 'page', title: 'Hello', id, taken: (c) => takenSet.has(c) })).toBe(p);
     // a different id gets a different hash suffix
-    const other = recordPath({ partitionDir: 'private', kind: 'page', title: 'Hello', id: 'other', taken: (c) => c === 'private/pages/hello.md' });
-    expect(other).toBe(`private/pages/hello-${sha256Hex('other').slice(0, 8)}.md`);
+    const o8 = sha256Hex('other').slice(0, 8);
+    const other = recordPath({ partitionDir: 'private', kind: 'page', title: 'Hello', id: 'other', taken: (c) => c === `private/pages/${sh}/hello.md` });
+    expect(other).toBe(`private/pages/${sh}/hello-${o8}.md`);
+    // the same slug is in the same shard whatever the id or the title's spelling
+    expect(recordPath({ partitionDir: 'private', kind: 'page', title: 'HELLO!', id: 'x', taken: () => false })).toBe(`private/pages/${sh}/hello.md`);
   });
 
   it('rejects unsafe partition directories', () => {
@@ -200,15 +205,15 @@ describe('recordPath', () => {
     }
   });
 
-  it('property: result is safe, under the kind folder and ends in .md', () => {
+  it('property: result is safe, in the slug\'s shard of the kind folder and ends in .md', () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 300 }), fc.integer({ min: 0, max: 5 }), (title, collisions) => {
         let n = 0;
         const p = recordPath({ partitionDir: 'conversations/s1', kind: 'claim', title, id, taken: () => n++ < collisions });
         expect(isSafeRelativePath(p)).toBe(true);
-        expect(p.startsWith('conversations/s1/claims/')).toBe(true);
+        expect(p.startsWith(`conversations/s1/claims/${shard(slugForTitle(title))}/`)).toBe(true);
         expect(p.endsWith('.md')).toBe(true);
-        expect(p.split('/')).toHaveLength(4);
+        expect(p.split('/')).toHaveLength(5);
       }),
       { numRuns: 300 },
     );

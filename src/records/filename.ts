@@ -120,17 +120,25 @@ export interface RecordPathOptions {
 const MAX_ATTEMPTS = 10_000;
 
 /**
- * '<partitionDir>/<kind>s/<slug>.md'; when taken, '<slug>-<first 8 hex of
- * sha256(id)>.md', then '<slug>-<hash8>-2.md', '-3', ... (deterministic).
+ * Records of one kind are spread over 256 shard folders named by the first
+ * two hex digits of sha256(slug), so no folder grows past a few thousand
+ * entries even in a million-record vault: every checkpoint rewrites the tree
+ * object of each folder it touches, and a flat 100k-entry folder made that
+ * a ~5 MB write per commit (BENCHMARKS.md, issue 3). The shard depends only
+ * on the title's slug: records of the same title sit side by side, and the
+ * same title gets the same path in any store.
+ *
+ * '<partitionDir>/<kind>s/<hh>/<slug>.md'; when taken, '<slug>-<first 8 hex
+ * of sha256(id)>.md', then '<slug>-<hash8>-2.md', '-3', ... (deterministic).
  */
 export function recordPath(opts: RecordPathOptions): string {
   const { partitionDir, kind, title, id, taken } = opts;
   if (!isSafeRelativePath(partitionDir)) {
     throw new KnowledgeError('E_INTERNAL', `unsafe partition directory ${JSON.stringify(partitionDir)}`);
   }
-  const dir = `${partitionDir}/${kind}s`;
   const slug = slugForTitle(title);
   const hash8 = sha256Hex(id).slice(0, 8);
+  const dir = `${partitionDir}/${kind}s/${sha256Hex(slug).slice(0, 2)}`;
   const candidates = function* (): Generator<string> {
     yield `${dir}/${slug}.md`;
     yield `${dir}/${slug}-${hash8}.md`;
