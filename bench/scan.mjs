@@ -2,6 +2,8 @@
 //   - rescan of an unchanged vault vs `git status` on the same vault: <= 1.0x
 //   - first baseline vs `git add -A && git commit` of the same files: <= 1.0x
 //   - peak RSS of the Knowledge process during the baseline: <= 256 MiB
+//     (also measured without git, on a copy of the same files: the scan's own
+//     phases — walk, read, hash, check, stage, index — without the outbox drain)
 //
 // The vault is N record files written by hand (fs.writeFileSync, as an
 // editor or a script would), 1000 per folder, each a complete
@@ -71,11 +73,11 @@ function timed(cmd, args, opts = {}) {
 }
 
 /** `knowledge scan`, printing the process's own peak RSS (KiB) on stderr at exit. */
-function knowledgeScan() {
+function knowledgeScan(storeDir = store, extraEnv = {}) {
   const boot = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));` +
     `process.argv.splice(1, 0, ${JSON.stringify(cliPath)});` +
-    `import(${JSON.stringify(new URL('../dist/cli/main.js', import.meta.url).href)}).then((m) => m.main(['scan', '--store', ${JSON.stringify(store)}, '--json'])).then((c) => { process.exitCode = c; });`;
-  const r = timed(process.execPath, ['--input-type=module', '-e', boot]);
+    `import(${JSON.stringify(new URL('../dist/cli/main.js', import.meta.url).href)}).then((m) => m.main(['scan', '--store', ${JSON.stringify(storeDir)}, '--json'])).then((c) => { process.exitCode = c; });`;
+  const r = timed(process.execPath, ['--input-type=module', '-e', boot], { env: { ...env, ...extraEnv } });
   const receipt = JSON.parse(r.stdout.toString());
   const rss = Number(/maxrss (\d+)/.exec(r.stderr.toString())?.[1] ?? NaN);
   return { ms: r.ms, receipt, rssMiB: rss / 1024 };
@@ -103,6 +105,14 @@ const kBase = knowledgeScan();
 if (!kBase.receipt.baseline || kBase.receipt.added.length !== N || kBase.receipt.git?.state !== 'committed') {
   throw new Error(`unexpected baseline receipt: ${JSON.stringify({ ...kBase.receipt, added: kBase.receipt.added.length })}`);
 }
+// The scan's own phases, without the drain: the same files in a second store, git not found.
+const store2 = join(dir, 'st2');
+initStore(store2, { env });
+timed('cp', ['-a', join(vault, 'private'), join(store2, 'vault')]);
+const kNoGit = knowledgeScan(store2, { KNOWLEDGE_GIT: join(dir, 'no-such-git') });
+if (kNoGit.receipt.added.length !== N || kNoGit.receipt.git?.state !== 'unavailable') throw new Error(`unexpected no-git baseline: ${kNoGit.receipt.git?.state}`);
+cleanup(store2);
+console.log(`baseline without git (scan phases only, no drain): ${s(kNoGit.ms)}, peak RSS ${kNoGit.rssMiB.toFixed(0)} MiB`);
 console.log(`baseline: knowledge scan ${s(kBase.ms)} (peak RSS ${kBase.rssMiB.toFixed(0)} MiB, ${kBase.receipt.diagnostics.length} diagnostics) vs git add -A && git commit ${s(gitBase.ms)}: ${(kBase.ms / gitBase.ms).toFixed(2)}x (goal <= 1.0x; RSS goal <= 256 MiB)`);
 
 // Unchanged rescans vs git status on the vault's own repository.

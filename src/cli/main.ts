@@ -7,16 +7,19 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../errors.js';
-import { initStore } from '../store/store.js';
-import { KnowledgeService } from '../service.js';
+// Only light modules are imported up front: the store, the service (SQLite,
+// YAML, every pipeline) and the renderers are loaded by the commands that use
+// them, so `--help` or a usage error starts fast and `scan` loads no Gateway,
+// MCP or read-side rendering code.
+import type { KnowledgeService } from '../service.js';
 import type { GitState } from '../git/types.js';
 import type { PublicationReceipt } from '../publish/types.js';
-import { OPERATOR } from '../access.js';
-import { renderDiff, renderHistory, renderList, renderLookup, renderRecord, renderSearch } from './render-read.js';
+import type { Caller } from '../access.js';
 import type { AttachmentReceipt } from '../attach/types.js';
 import type { VerifyReport } from '../checkpoint/verify.js';
-import { renderScan } from './render-scan.js';
-import { terminalProgress } from '../scan/progress.js';
+
+/** The CLI reads and scans as the operator (access.ts OPERATOR, without loading it). */
+const OPERATOR: Caller = { kind: 'operator' };
 
 export class UsageError extends Error {}
 
@@ -66,7 +69,8 @@ export function gitOptionsFromEnv(env: NodeJS.ProcessEnv) {
   return { gitPath: env.KNOWLEDGE_GIT || undefined, pathEnv: env.PATH, timeoutMs: env.KNOWLEDGE_GIT_TIMEOUT_MS ? Number(env.KNOWLEDGE_GIT_TIMEOUT_MS) : undefined };
 }
 
-export function openService(dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv): KnowledgeService {
+export async function openService(dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv): Promise<KnowledgeService> {
+  const { KnowledgeService } = await import('../service.js');
   return KnowledgeService.open(dir, { write, command, env, git: gitOptionsFromEnv(env) });
 }
 
@@ -125,7 +129,7 @@ async function orAttachment<T>(publication: () => Promise<T> | T, attachment: ()
 }
 
 async function withService<T>(dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv, fn: (s: KnowledgeService) => Promise<T> | T): Promise<T> {
-  const svc = openService(dir, write, command, env);
+  const svc = await openService(dir, write, command, env);
   try {
     return await fn(svc);
   } finally {
@@ -145,6 +149,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
       case 'init': {
         const { values, positionals } = parse(rest, { 'read-only': { type: 'boolean' } });
         if (positionals.length !== 1) throw new UsageError('init takes one DIR');
+        const { initStore } = await import('../store/store.js');
         const r = initStore(positionals[0]!, { readOnly: Boolean(values['read-only']), env });
         emit(Boolean(values.json), r, `${r.created ? 'created' : 'exists'}: store ${r.store}\n  vault ${r.vault}\n  writes ${r.writesEnabled ? 'enabled' : 'disabled (read-only)'}\n`);
         return 0;
@@ -215,7 +220,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length !== 0) throw new UsageError('scan takes no positional arguments');
         const json = Boolean(values.json);
         // [SCAN-4] a progress bar on a terminal only: never with --json or when stderr is not a TTY.
-        const bar = !json && process.stderr.isTTY && out === defaultOut ? terminalProgress((s) => process.stderr.write(s)) : null;
+        const bar = !json && process.stderr.isTTY && out === defaultOut ? (await import('../scan/progress.js')).terminalProgress((s) => process.stderr.write(s)) : null;
         let receipt;
         try {
           receipt = await withService(dir, true, 'knowledge scan', env, (s) =>
@@ -223,7 +228,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         } finally {
           bar?.done();
         }
-        emit(json, receipt, renderScan(receipt, formatGit));
+        emit(json, receipt, json ? '' : (await import('./render-scan.js')).renderScan(receipt, formatGit));
         return 0;
       }
       case 'resume': {
@@ -241,6 +246,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length !== 1) throw new UsageError('receipt takes one PUBLICATION_ID or REQUEST_ID');
         if (positionals[0]!.startsWith('scan-')) {
           const scan = await withService(dir, false, 'knowledge receipt', env, (s) => s.scanReceipt(positionals[0]!));
+          const { renderScan } = await import('./render-scan.js');
           emit(Boolean(values.json), scan, renderScan(scan, formatGit));
           return 0;
         }
@@ -270,6 +276,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
       // Reading [READ-1][READ-2]: the CLI reads as the operator (every partition).
       case 'history': {
         const { values, positionals } = parse(rest, { from: { type: 'string' }, to: { type: 'string' } });
+        const { renderDiff, renderHistory } = await import('./render-read.js');
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('history takes one RECORD_ID');
         if ((values.from === undefined) !== (values.to === undefined)) throw new UsageError('--from and --to go together');
@@ -287,6 +294,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('show takes one RECORD_ID');
+        const { renderRecord } = await import('./render-read.js');
         const view = await withService(dir, false, 'knowledge show', env, (s) => s.readRecord(OPERATOR, positionals[0]!));
         emit(Boolean(values.json), view, renderRecord(view));
         return 0;
@@ -295,6 +303,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('lookup takes one ID, TITLE or ALIAS (quote it)');
+        const { renderLookup } = await import('./render-read.js');
         const found = await withService(dir, false, 'knowledge lookup', env, (s) => s.lookup(OPERATOR, positionals[0]!));
         emit(Boolean(values.json), found, renderLookup(found));
         return 0;
@@ -307,6 +316,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           type: { type: 'string' },
         });
         const dir = storeDir(values, env);
+        const { renderList, renderSearch } = await import('./render-read.js');
         const common = { kind: values.kind, tag: values.tag, lifecycle: values.lifecycle, limit: values.limit, offset: values.offset } as Record<string, unknown>;
         const offset = Number(values.offset ?? 0);
         if (command === 'search') {

@@ -13,6 +13,7 @@ import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
 import { RecordIndexer } from './reindex.js';
 import { recheckReferences } from './references.js';
 import { isMarkdownPath } from './scope.js';
+import { deferReadIndex } from '../read/index-maintenance.js';
 import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
 
 export interface ApplyInput {
@@ -70,24 +71,28 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     const forget = db.prepare('DELETE FROM vault_files WHERE path = ?');
     for (const path of remove) forget.run(path);
 
-    // The records index and per-file diagnostics follow the committed bytes.
-    const indexer = new RecordIndexer(db, a.createdAt);
-    for (const path of remove) indexer.release(path);
-    for (const path of write) indexer.release(path);
-    // Pages in rowid order; `+scan_id` keeps SQLite on the rowid range instead of
-    // re-reading and sorting every staged row for each page.
-    // The staged bytes are checked again here (cheaper than staging the verdicts as well).
-    const page = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
-    for (let after = 0; ;) {
-      const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
-      if (rows.length === 0) break;
-      for (const r of rows) {
-        const partition = partitionOfPath(r.path) ?? '';
-        indexer.observe(r.path, partition, checkFile(r.path, partition, r.bytes, sha256Hex(r.bytes)));
+    // The records index and per-file diagnostics follow the committed bytes. The
+    // read indexes (FTS, links) are brought in line once, set-wise, at the end.
+    const indexer = deferReadIndex(db, (touched) => {
+      const indexer = new RecordIndexer(db, a.createdAt, touched);
+      for (const path of remove) indexer.release(path);
+      for (const path of write) indexer.release(path);
+      // Pages in rowid order; `+scan_id` keeps SQLite on the rowid range instead of
+      // re-reading and sorting every staged row for each page.
+      // The staged bytes are checked again here (cheaper than staging the verdicts as well).
+      const page = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
+      for (let after = 0; ;) {
+        const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
+        if (rows.length === 0) break;
+        for (const r of rows) {
+          const partition = partitionOfPath(r.path) ?? '';
+          indexer.observe(r.path, partition, checkFile(r.path, partition, r.bytes, sha256Hex(r.bytes)));
+        }
+        after = rows[rows.length - 1]!.rowid;
       }
-      after = rows[rows.length - 1]!.rowid;
-    }
-    indexer.finish();
+      indexer.finish();
+      return indexer;
+    });
 
     // References: the whole partition when ids (or, via publications, sources) may have changed; else the edited records.
     const wholly = indexer.idsChanged();

@@ -23,7 +23,11 @@ export class RecordIndexer {
   private moved = false;
   private readonly s;
 
-  constructor(private readonly db: DB, private readonly now: string) {
+  /**
+   * `touched` hears every record id whose `records` row this indexer inserts
+   * or deletes (see read/index-maintenance.ts).
+   */
+  constructor(private readonly db: DB, private readonly now: string, private readonly touched: (id: string) => void = () => {}) {
     this.s = {
       recByPath: db.prepare('SELECT id FROM records WHERE path = ?').pluck(),
       delRecByPath: db.prepare('DELETE FROM records WHERE path = ?'),
@@ -50,6 +54,7 @@ export class RecordIndexer {
     const id = this.s.recByPath.get(path) as string | undefined;
     if (id !== undefined) {
       this.s.delRecByPath.run(path);
+      this.touched(id);
       this.affected.add(id);
       this.released.add(id);
     }
@@ -83,6 +88,7 @@ export class RecordIndexer {
     const dups = this.s.dupsById.all(row.id) as Array<{ path: string }>;
     if (!holder && dups.length === 0) {
       this.s.insRec.run(row);
+      this.touched(row.id);
       return;
     }
     if (holder) this.park(holder);
@@ -92,6 +98,7 @@ export class RecordIndexer {
   private park(row: IndexRow): void {
     this.moved = true;
     this.s.delRecById.run(row.id);
+    this.touched(row.id);
     this.s.insDupRow.run(row.path, row.id, row.partition, JSON.stringify(row));
     this.s.insDupView.run(row.id, row.path, row.partition, this.now);
     this.affected.add(row.id);
@@ -116,7 +123,9 @@ export class RecordIndexer {
         this.moved = true;
         this.s.delDupRow.run(only.path);
         this.s.delDupView.run(only.path);
-        this.s.insRec.run(JSON.parse(only.row) as IndexRow);
+        const row = JSON.parse(only.row) as IndexRow;
+        this.s.insRec.run(row);
+        this.touched(row.id);
       }
     }
   }

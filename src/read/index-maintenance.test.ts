@@ -1,0 +1,165 @@
+/**
+ * Deferred read-index maintenance builds exactly the index migration 003's
+ * per-row triggers build [READ-1]: the same FTS text per record id, the same
+ * links, no leftovers, whatever mix of inserts, upserts, replaces, id changes
+ * and deletes a bulk writer makes; and the triggers come back unchanged.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { migrate, type DB } from '../store/db.js';
+import { deferReadIndex } from './index-maintenance.js';
+import { searchRecords } from './search.js';
+import { parseSearchQuery } from './query.js';
+
+const opened: DB[] = [];
+afterEach(() => {
+  for (const db of opened.splice(0)) db.close();
+});
+
+function fresh(): DB {
+  const db = new Database(':memory:');
+  migrate(db);
+  opened.push(db);
+  return db;
+}
+
+const COLS = 'id, partition, path, kind, title, revision, lifecycle, sha256, recorded_at, updated_at, aliases, tags, meta, body';
+const VALS = '@id, @partition, @path, @kind, @title, 1, @lifecycle, \'x\', \'t\', \'t\', @aliases, @tags, @meta, @body';
+interface Row { id: string; partition: string; path: string; kind: string; title: string; lifecycle: string; aliases: string; tags: string; meta: string; body: string }
+type Op = { op: 'insert' | 'replace' | 'upsert' | 'rename' | 'delete' | 'update-body'; row: Row; to?: string };
+
+function apply(db: DB, ops: readonly Op[], touch: (id: string) => void = () => {}): void {
+  const s = {
+    insert: db.prepare(`INSERT INTO records(${COLS}) VALUES (${VALS})`),
+    replace: db.prepare(`INSERT OR REPLACE INTO records(${COLS}) VALUES (${VALS})`),
+    upsert: db.prepare(`INSERT INTO records(${COLS}) VALUES (${VALS}) ON CONFLICT(id) DO UPDATE SET title = excluded.title, tags = excluded.tags, meta = excluded.meta, body = excluded.body`),
+    rename: db.prepare('UPDATE records SET id = @to WHERE id = @id'),
+    delete: db.prepare('DELETE FROM records WHERE id = @id'),
+    body: db.prepare('UPDATE records SET body = @body, lifecycle = @lifecycle WHERE id = @id'),
+  };
+  for (const o of ops) {
+    const exists = db.prepare('SELECT 1 FROM records WHERE id = ?').get(o.row.id) !== undefined;
+    const pathTaken = db.prepare('SELECT id FROM records WHERE path = ?').pluck().get(o.row.path) as string | undefined;
+    switch (o.op) {
+      case 'insert':
+        if (!exists && pathTaken === undefined) s.insert.run(o.row);
+        touch(o.row.id);
+        break;
+      case 'replace':
+        // Replacing another id's row by path fires no delete trigger, in 003 as here: writers never do it.
+        if (pathTaken === undefined || pathTaken === o.row.id) s.replace.run(o.row);
+        touch(o.row.id);
+        break;
+      case 'upsert':
+        if (pathTaken === undefined || pathTaken === o.row.id) s.upsert.run(o.row);
+        touch(o.row.id);
+        break;
+      case 'rename':
+        if (exists && db.prepare('SELECT 1 FROM records WHERE id = ?').get(o.to) === undefined) s.rename.run({ id: o.row.id, to: o.to });
+        touch(o.row.id);
+        touch(o.to!);
+        break;
+      case 'delete':
+        s.delete.run({ id: o.row.id });
+        touch(o.row.id);
+        break;
+      case 'update-body':
+        s.body.run(o.row);
+        touch(o.row.id);
+        break;
+    }
+  }
+}
+
+/** Everything the read side derives, keyed by record id (FTS keys are internal numbers). */
+function snapshot(db: DB) {
+  return {
+    fts: db.prepare('SELECT k.id, f.title, f.aliases, f.body, f.facets FROM records_fts f JOIN records_fts_keys k ON k.n = f.rowid ORDER BY k.id').all(),
+    ftsRows: db.prepare('SELECT count(*) FROM records_fts').pluck().get(),
+    keys: db.prepare('SELECT id FROM records_fts_keys ORDER BY id').pluck().all(),
+    ids: db.prepare('SELECT id FROM records ORDER BY id').pluck().all(),
+    links: db.prepare('SELECT source_id, kind, target_id FROM record_links ORDER BY 1, 2, 3').all(),
+    triggers: db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name").all(),
+  };
+}
+
+function randomOps(seed: number, n: number): Op[] {
+  let x = seed;
+  const rand = (k: number) => ((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % k;
+  const words = ['apple', 'pear', 'plum', 'fig', 'kiwi', 'lime'];
+  const ops: Op[] = [];
+  const kinds: Op['op'][] = ['insert', 'insert', 'replace', 'upsert', 'rename', 'delete', 'update-body'];
+  for (let i = 0; i < n; i++) {
+    const id = `r${rand(12)}`;
+    const meta = rand(3) === 0 ? { dependencies: [`r${rand(12)}`, `r${rand(12)}`] } : rand(2) ? { from: `r${rand(12)}`, to: `r${rand(12)}` } : {};
+    ops.push({
+      op: kinds[rand(kinds.length)]!,
+      to: `r${rand(12)}`,
+      row: {
+        id,
+        partition: rand(2) ? 'private' : 'conversation:s1',
+        path: `private/pages/${id}-${rand(2)}.md`,
+        kind: rand(2) ? 'page' : 'claim',
+        title: `${words[rand(6)]} title ${i}`,
+        lifecycle: rand(4) ? 'active' : 'withdrawn',
+        aliases: rand(3) ? JSON.stringify([`${words[rand(6)]} alias`]) : rand(2) ? '[]' : 'not json',
+        tags: JSON.stringify(rand(2) ? [words[rand(6)]!, 'c++'] : []),
+        meta: JSON.stringify(meta),
+        body: `${words[rand(6)]} ${words[rand(6)]} body ${i}`,
+      },
+    });
+  }
+  return ops;
+}
+
+describe('[READ-1] deferred read-index maintenance', () => {
+  it('builds the same index as the per-row triggers, for random write mixes', () => {
+    for (let seed = 1; seed <= 40; seed++) {
+      const ops = randomOps(seed, 60);
+      const setup = randomOps(seed + 1000, 20);
+      const perRow = fresh();
+      const deferred = fresh();
+      apply(perRow, setup);
+      apply(deferred, setup);
+      apply(perRow, ops);
+      deferred.transaction(() => deferReadIndex(deferred, (touch) => apply(deferred, ops, touch)))();
+      const a = snapshot(perRow);
+      const b = snapshot(deferred);
+      expect(b, `seed ${seed}`).toEqual(a);
+      expect(a.ftsRows).toBe(a.ids.length);
+      for (const w of ['apple', 'fig', 'alias']) {
+        const q = parseSearchQuery({ query: w });
+        expect(searchRecords(deferred, 'all', q).results.map((h) => h.id).sort(), `seed ${seed} ${w}`)
+          .toEqual(searchRecords(perRow, 'all', q).results.map((h) => h.id).sort());
+      }
+    }
+  });
+
+  it('does nothing to the index until the deferred block ends, then everything', () => {
+    const db = fresh();
+    db.transaction(() =>
+      deferReadIndex(db, (touch) => {
+        apply(db, [{ op: 'insert', row: { id: 'a', partition: 'private', path: 'private/pages/a.md', kind: 'page', title: 'Quince', lifecycle: 'active', aliases: '[]', tags: '[]', meta: '{}', body: 'jam' } }], touch);
+        expect(db.prepare('SELECT count(*) FROM records_fts').pluck().get()).toBe(0);
+        expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").pluck().get()).toBe(0);
+      }))();
+    expect(searchRecords(db, 'all', parseSearchQuery({ query: 'jam' })).results.map((h) => h.id)).toEqual(['a']);
+    expect(snapshot(db).triggers).toEqual(snapshot(fresh()).triggers);
+  });
+
+  it('never commits the missing triggers: a throw rolls back the writes and restores them', () => {
+    const db = fresh();
+    expect(() => deferReadIndex(db, () => 1)).toThrow(/inside a transaction/);
+    expect(() =>
+      db.transaction(() =>
+        deferReadIndex(db, (touch) => {
+          apply(db, [{ op: 'insert', row: { id: 'b', partition: 'private', path: 'private/pages/b.md', kind: 'page', title: 'T', lifecycle: 'active', aliases: '[]', tags: '[]', meta: '{}', body: 'x' } }], touch);
+          throw new Error('boom');
+        }))(),
+    ).toThrow('boom');
+    expect(snapshot(db)).toMatchObject({ ids: [], ftsRows: 0, triggers: snapshot(fresh()).triggers });
+    // The per-row triggers work again afterwards.
+    apply(db, [{ op: 'insert', row: { id: 'c', partition: 'private', path: 'private/pages/c.md', kind: 'page', title: 'T', lifecycle: 'active', aliases: '[]', tags: '[]', meta: '{}', body: 'walnut' } }]);
+    expect(searchRecords(db, 'all', parseSearchQuery({ query: 'walnut' })).results.map((h) => h.id)).toEqual(['c']);
+  });
+});
