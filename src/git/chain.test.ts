@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
 import { commitChain, type ChainOutcome } from './checkpoint.js';
-import { buildChainStream, chainModes } from './commit-stream.js';
+import { buildChainStream, chainModes, writeChainStream } from './commit-stream.js';
 import { makeBatch, makeSandbox, ugit, ugitRaw, userRepo, writeFile, type GitSandbox } from './test-sandbox.js';
 import type { BatchForCommit } from './types.js';
 
@@ -34,6 +34,25 @@ function batchCommits(vault: string): Array<{ commit: string; batch: string }> {
   return ugit(sb!, vault, ['log', '--reverse', '--format=%H %(trailers:key=Knowledge-Batch,valueonly,separator=)', 'main'])
     .trim().split('\n').map((l) => l.split(' ')).filter((p) => p[1]).map(([commit, batch]) => ({ commit: commit!, batch: batch! }));
 }
+
+describe('writeChainStream', () => {
+  it('writes exactly the bytes of buildChainStream, in bounded writes, waiting for each', async () => {
+    const big = versions(3).map((b, i) => ({ ...b, changes: Array.from({ length: 400 }, (_, k) => ({ path: `d/${i}/${k}.md`, bytes: Buffer.alloc(2000, 97 + (k % 26)) })) }));
+    const plan = { ref: 'refs/knowledge/checkpoint', from: 'c'.repeat(40), executable: new Set<string>() };
+    const writes: Buffer[] = [];
+    let inFlight = 0;
+    await writeChainStream(big, plan, async (chunk) => {
+      expect(inFlight).toBe(0); // the next write waits for this one
+      inFlight++;
+      writes.push(chunk);
+      await new Promise((r) => setTimeout(r, 1));
+      inFlight--;
+    });
+    expect(Buffer.concat(writes).equals(buildChainStream(big, plan))).toBe(true);
+    expect(writes.length).toBeGreaterThan(4);
+    for (const w of writes) expect(w.length).toBeLessThan(256 * 1024 + 4096);
+  });
+});
 
 describe('buildChainStream', () => {
   it('chains commits with one mark each; only the first names a parent; one get-mark per commit', () => {

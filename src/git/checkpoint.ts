@@ -19,7 +19,7 @@ import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, startSession, type GitResult, type GitRunner, type GitSession } from './runner.js';
 import { checkUnmerged, inspectLayout, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
-import { assertCommittablePath, batchTrailerValue, blobId, buildChainStream, chainModes, epochSeconds, quotePath } from './commit-stream.js';
+import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, quotePath, writeChainStream } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, PendingCode } from './types.js';
@@ -247,7 +247,8 @@ export async function commitChain(
   }
   if (tip) known.set(tip, tipEntries);
   const executable = executableOf(tipEntries);
-  session.end(buildChainStream(rest, { ref: SCRATCH_REF, from: tip, executable }));
+  await writeChainStream(rest, { ref: SCRATCH_REF, from: tip, executable }, (chunk) => session.writeAsync(chunk));
+  session.end();
   const fi = await session.done;
   if (fi.code !== 0) return failed(runner, fi);
   const marks = fi.stdout.toString('utf8').trim().split('\n');

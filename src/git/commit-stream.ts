@@ -120,39 +120,63 @@ export function buildFastImportStream(batch: BatchForCommit, plan: StreamPlan): 
  * a rebuilt chain is byte-identical however the queue was cut into chains
  * [GIT-6]. The stream ends with `get-mark :1` … `get-mark :n` and `done`.
  */
-export function buildChainStream(batches: readonly BatchForCommit[], plan: StreamPlan): Buffer {
+export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: StreamPlan): Generator<Buffer> {
   if (batches.length === 0) throw new TypeError('a chain needs at least one batch');
   const modes = chainModes(batches, plan.executable);
-  const chunks: Buffer[] = [];
-  batches.forEach((batch, i) => {
+  const text = (s: string) => Buffer.from(s, 'utf8');
+  for (let i = 0; i < batches.length; i++) {
+    const batch = batches[i]!;
     const when = `${epochSeconds(batch.createdAt)} +0000`;
-    const msg = Buffer.from(commitMessage(batch), 'utf8');
-    chunks.push(
-      Buffer.from(
-        `commit ${plan.ref}\nmark :${i + 1}\nauthor ${KNOWLEDGE_IDENT} ${when}\ncommitter ${KNOWLEDGE_IDENT} ${when}\ndata ${msg.length}\n`,
-        'utf8',
-      ),
-      msg,
-      Buffer.from('\n'),
-    );
+    const msg = text(commitMessage(batch));
+    yield text(`commit ${plan.ref}\nmark :${i + 1}\nauthor ${KNOWLEDGE_IDENT} ${when}\ncommitter ${KNOWLEDGE_IDENT} ${when}\ndata ${msg.length}\n`);
+    yield msg;
+    yield text('\n');
     // Later commits continue the same ref, i.e. from the previous mark.
-    if (i === 0 && plan.from) chunks.push(Buffer.from(`from ${plan.from}\n`));
+    if (i === 0 && plan.from) yield text(`from ${plan.from}\n`);
     const batchModes = modes[i]!;
     for (const ch of batch.changes) {
       assertCommittablePath(ch.path);
       const q = quotePath(ch.path);
       if (ch.bytes === null) {
-        chunks.push(Buffer.from('D '), q, Buffer.from('\n'));
+        yield Buffer.concat([text('D '), q, text('\n')]);
       } else {
-        chunks.push(Buffer.from(`M ${batchModes.get(ch.path)!} inline `), q, Buffer.from(`\ndata ${ch.bytes.length}\n`), ch.bytes, Buffer.from('\n'));
+        yield Buffer.concat([text(`M ${batchModes.get(ch.path)!} inline `), q, text(`\ndata ${ch.bytes.length}\n`)]);
+        yield ch.bytes;
+        yield text('\n');
       }
     }
-    chunks.push(Buffer.from('\n'));
-  });
+    yield text('\n');
+  }
   let tail = '';
   for (let i = 1; i <= batches.length; i++) tail += `get-mark :${i}\n`;
-  chunks.push(Buffer.from(`${tail}done\n`));
-  return Buffer.concat(chunks);
+  yield text(`${tail}done\n`);
+}
+
+/** The whole stream in one buffer (tests, and small chains). */
+export function buildChainStream(batches: readonly BatchForCommit[], plan: StreamPlan): Buffer {
+  return Buffer.concat([...chainStreamPieces(batches, plan)]);
+}
+
+/**
+ * The same stream written to a running fast-import in writes of about
+ * 256 KiB, each awaited while git's input pipe is full: memory stays at the
+ * queued bytes themselves instead of a second, concatenated copy of all of
+ * them (a 100k-file baseline, a 99 MiB original).
+ */
+export async function writeChainStream(batches: readonly BatchForCommit[], plan: StreamPlan, write: (chunk: Buffer) => Promise<void>): Promise<void> {
+  const FLUSH_AT = 256 * 1024;
+  let group: Buffer[] = [];
+  let bytes = 0;
+  for (const piece of chainStreamPieces(batches, plan)) {
+    group.push(piece);
+    bytes += piece.length;
+    if (bytes >= FLUSH_AT) {
+      await write(group.length === 1 ? group[0]! : Buffer.concat(group));
+      group = [];
+      bytes = 0;
+    }
+  }
+  if (group.length > 0) await write(Buffer.concat(group));
 }
 
 /** Blob id computed in-process: hash of "blob <len>\0" + bytes [FIELD-NOTES]. */

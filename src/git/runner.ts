@@ -213,6 +213,8 @@ export class GitRunner {
  */
 export interface GitSession {
   write(data: Buffer | string): void;
+  /** Write, and wait while git's input pipe is full (so a big stream never sits in memory whole). */
+  writeAsync(data: Buffer | string): Promise<void>;
   /** The next stdout line without its newline; null once stdout has ended. */
   readLine(): Promise<string | null>;
   end(data?: Buffer | string): void;
@@ -235,6 +237,7 @@ export function startSession(runner: GitRunner, args: string[], opts: Omit<GitRu
     }
   };
   let stdin: NodeJS.WritableStream | null = null;
+  let exited = false;
   const done = runner.run(args, {
     ...opts,
     holdStdin: true,
@@ -251,11 +254,29 @@ export function startSession(runner: GitRunner, args: string[], opts: Omit<GitRu
     },
   }).then((r) => {
     ended = true;
+    exited = true;
     pump();
     return { ...r, stdout: buffered };
   });
   return {
     write: (data) => void stdin?.write(data),
+    writeAsync: async (data) => {
+      const s = stdin as (NodeJS.WritableStream & { destroyed?: boolean }) | null;
+      if (!s || exited || s.destroyed) return; // git is gone: its result tells why
+      if (s.write(data)) return;
+      await new Promise<void>((resolve) => {
+        const settle = () => {
+          s.off('drain', settle);
+          s.off('close', settle);
+          s.off('error', settle);
+          resolve();
+        };
+        s.on('drain', settle);
+        s.on('close', settle);
+        s.on('error', settle);
+        void done.then(settle);
+      });
+    },
     readLine: () => new Promise((resolve) => {
       waiters.push(resolve);
       pump();
