@@ -136,7 +136,7 @@ describe('as a new user: a PDF, a PNG and a 150 MiB log, cited from a claim [ATT
     expect(pdf.receipt.attachmentId).toMatch(/^att-/);
     expect(pdf.receipt.requestId).toMatch(/^[0-9a-f-]{36}$/);
     expect(pdf.receipt.sourceId).toBe(`src-${pdf.receipt.sha256.slice(0, 24)}`);
-    expect(pdf.receipt.path).toBe(`private/evidence/${pdf.receipt.sourceId}/paper.pdf`);
+    expect(pdf.receipt.path).toBe(`private/evidence/${pdf.receipt.sourceId.slice(4, 6)}/${pdf.receipt.sourceId}/paper.pdf`);
     expect(png.receipt).toMatchObject({ mediaType: 'image/png', inHistory: false, git: { state: 'committed' } });
     expect(log.receipt).toMatchObject({ size: 150 * MiB, mediaType: 'text/plain', inHistory: false, git: { state: 'committed' } });
 
@@ -154,11 +154,11 @@ describe('as a new user: a PDF, a PNG and a 150 MiB log, cited from a claim [ATT
 
     // History: exactly the PDF among the originals, as an exact blob; every descriptor; the .gitignore of the excluded ones.
     const tree = treeFiles();
-    const originals = tree.filter((p) => /\/evidence\/src-[0-9a-f]+\/[^.]/.test(p));
+    const originals = tree.filter((p) => /\/evidence\/[0-9a-f]{2}\/src-[0-9a-f]+\/[^.]/.test(p));
     expect(originals).toEqual([pdf.receipt.path]);
     expect(userGit(sb, vault, ['rev-parse', `HEAD:${pdf.receipt.path}`]).trim()).toBe(userGit(sb, vault, ['hash-object', join(vault, pdf.receipt.path)]).trim());
     for (const r of [pdf, png, log]) expect(tree).toContain(r.receipt.descriptorPath);
-    for (const r of [png, log]) expect(tree).toContain(`private/evidence/${r.receipt.sourceId}/.gitignore`);
+    for (const r of [png, log]) expect(tree).toContain(`private/evidence/${r.receipt.sourceId.slice(4, 6)}/${r.receipt.sourceId}/.gitignore`);
     // Excluded originals make no `git status` noise, and nothing of the user's config was touched.
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
     expect(userGit(sb, vault, ['status', '--porcelain', '--ignored', '--untracked-files=all'])).toMatch(new RegExp(`!! ${png.receipt.path}`));
@@ -218,7 +218,7 @@ describe('[GIT-9] which originals stay out of history', () => {
     expect(queued.filter((q) => q.ref_id === under.receipt.attachmentId).map((q) => q.path)).toContain(under.receipt.path);
     expect(queued.find((q) => q.path === under.receipt.path)?.n).toBe(100 * MiB - 1);
     expect(queued.filter((q) => q.ref_id === at.receipt.attachmentId).map((q) => q.path).sort()).toEqual([
-      at.receipt.descriptorPath, `private/evidence/${at.receipt.sourceId}/.gitignore`,
+      at.receipt.descriptorPath, `private/evidence/${at.receipt.sourceId.slice(4, 6)}/${at.receipt.sourceId}/.gitignore`,
     ].sort());
   });
 });
@@ -231,7 +231,7 @@ describe('content addressing: the same bytes attached twice are one source', () 
     const second = attach(['b.txt', '--attribution', 'second reader', '--actor', 'agent']).receipt;
     expect(second).toMatchObject({ sourceId: first.sourceId, path: first.path, newSource: false, actor: 'agent', git: { state: 'committed', commit: first.git.commit } });
     expect(second.attachmentId).not.toBe(first.attachmentId);
-    expect(readdirSync(join(vault, 'private', 'evidence', first.sourceId))).toEqual(['a.txt']);
+    expect(readdirSync(join(vault, 'private', 'evidence', first.sourceId.slice(4, 6), first.sourceId))).toEqual(['a.txt']);
     expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('1');
     const attributions = db((x) => JSON.parse((x.prepare('SELECT attributions FROM sources WHERE source_id = ?').get(first.sourceId) as { attributions: string }).attributions));
     expect(attributions).toEqual([
@@ -411,7 +411,7 @@ describe('[ATT-1, ATT-2] the chunk protocol (core service)', () => {
       return s.attachComplete(st.attachmentId);
     });
     expect(receipt).toMatchObject({ size: 0, partition: 'conversation:s-1', inHistory: true, git: { state: 'committed' } });
-    expect(receipt.path).toMatch(/^conversations\/s-1\/evidence\/src-/);
+    expect(receipt.path).toMatch(/^conversations\/s-1\/evidence\/[0-9a-f]{2}\/src-/);
     expect(readFileSync(join(vault, receipt.path)).length).toBe(0);
   });
 });
@@ -533,7 +533,7 @@ describe('a disk that fills up mid-upload', () => {
       'ls -l mnt/st/vault/.knowledge-history/uploads >uploads1 2>&1',
       'mount -o remount,size=256m mnt',
       `${k} attach --store mnt/st --request-id ${rid} --json big.log >out2 2>err2; echo $? >code2`,
-      'sha256sum mnt/st/vault/private/evidence/*/big.log >sha2 2>&1',
+      'sha256sum mnt/st/vault/private/evidence/*/*/big.log >sha2 2>&1',
       'git -C mnt/st/vault status --porcelain --untracked-files=all >status2 2>&1',
       'exit 0',
     ].join('\n');

@@ -148,7 +148,7 @@ describe('evidence retention', () => {
     const b = publish(['--evidence', 'e.txt', 'c2.md']).receipt;
     expect(b.evidence[0].sourceId).toBe(a.evidence[0].sourceId);
     expect(b.evidence[0].path).toBe(a.evidence[0].path);
-    const desc = YAML.parse(readFileSync(join(vault, `private/evidence/${a.evidence[0].sourceId}.yaml`), 'utf8'));
+    const desc = YAML.parse(readFileSync(join(vault, `private/evidence/${a.evidence[0].sourceId.slice(4, 6)}/${a.evidence[0].sourceId}.yaml`), 'utf8'));
     expect(desc).toMatchObject({ source_id: a.evidence[0].sourceId, retained_path: a.evidence[0].path, sha256: sha('the source text\n'), size: 16, media_type: 'text/plain' });
     // The second publication's commit adds no second copy.
     const files = userGit(sb, vault, ['show', '--name-only', '--format=', b.git.commit]).trim().split('\n');

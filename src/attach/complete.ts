@@ -7,7 +7,7 @@
  *   SHA-256, or nothing is installed, the chunks are released and the upload
  *   starts again at offset 0 under the same request id.
  * - install: the partial file is renamed into
- *   `<partition>/evidence/<sourceId>/<file>` and both directories fsynced;
+ *   `<partition>/evidence/<hh>/<sourceId>/<file>` and both directories fsynced;
  *   the descriptor (and, for an original kept out of history, its
  *   .gitignore) are written with the atomic-write module.
  * - acknowledge, in one short transaction: the source row (or one more
@@ -90,7 +90,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const existing = db.prepare('SELECT source_id, size, media_type, path, descriptor_path, in_history FROM sources WHERE partition = ? AND source_id = ?')
     .get(partition, sourceId) as SourceRow | undefined;
   const pdir = partitionDir(partition);
-  const { path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(row.filename));
+  const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(row.filename));
   const target = join(store.paths.vault, path);
   // Where the bytes are: the partial file, or (after a crash between rename and acknowledgement) the installed original.
   const installed = !existing && !existsSync(part) && existsSync(target);
@@ -130,7 +130,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   }
 
   const planned: PlannedSource = {
-    sourceId, path, descriptorPath, gitignorePath: inHistory ? null : `${pdir}/evidence/${sourceId}/.gitignore`,
+    sourceId, path, descriptorPath, gitignorePath: inHistory ? null : `${dir}/.gitignore`,
     mediaType: media.mediaType, inHistory, isNew: true,
   };
   const descriptor = Buffer.from(descriptorText({

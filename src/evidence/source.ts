@@ -40,11 +40,18 @@ export function descriptorText(d: SourceDescriptor): string {
   return YAML.stringify(d, { version: '1.2' });
 }
 
-export function sourcePaths(partitionDir: string, sourceId: string, fileName: string): { path: string; descriptorPath: string } {
-  return {
-    path: `${partitionDir}/evidence/${sourceId}/${fileName}`,
-    descriptorPath: `${partitionDir}/evidence/${sourceId}.yaml`,
-  };
+/**
+ * Where a source lives: `<partition>/evidence/<hh>/<sourceId>/<file>` and its
+ * descriptor beside that folder, `<hh>` being the first two hex digits of the
+ * content hash in the source id. Like record folders (records/filename.ts),
+ * the 256 shards keep every Git tree small: each new source adds two entries
+ * to its folder, and a commit rewrites every folder it touches.
+ */
+export function sourcePaths(partitionDir: string, sourceId: string, fileName: string): { dir: string; path: string; descriptorPath: string } {
+  const shard = /^src-([0-9a-f]{2})/.exec(sourceId)?.[1];
+  if (!shard) throw new TypeError(`not a source id: ${JSON.stringify(sourceId)}`);
+  const dir = `${partitionDir}/evidence/${shard}/${sourceId}`;
+  return { dir, path: `${dir}/${fileName}`, descriptorPath: `${dir}.yaml` };
 }
 
 /**

@@ -114,7 +114,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     } else {
       const media = detectMedia(ev.name, ev.bytes.subarray(0, 64), ev.mediaType);
       const inHistory = belongsInHistory(ev.bytes.length, media);
-      const { path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(ev.name));
+      const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(ev.name));
       s = {
         sourceId, sha256: sha, size: ev.bytes.length, mediaType: media.mediaType, path, descriptorPath, inHistory,
         attribution: ev.attribution ?? '', isNew: true,
@@ -124,7 +124,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
         format: 'knowledge-source-v1', source_id: sourceId, retained_path: path, sha256: sha, size: ev.bytes.length,
         media_type: media.mediaType, original_name: ev.name, attribution: ev.attribution ?? '', retained_at: ids.now, in_history: inHistory,
       }), 'utf8'), true, null);
-      if (!inHistory) addFile(`${pdir}/evidence/${sourceId}/.gitignore`, Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), true, null);
+      if (!inHistory) addFile(`${dir}/.gitignore`, Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), true, null);
     }
     bySha.set(sha, s);
     sources.push(s);

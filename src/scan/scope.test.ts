@@ -14,6 +14,10 @@ describe('what a scan ignores is fixed [SCAN-1]', () => {
   it('descriptors are scanned, retained originals and hidden folders are not', () => {
     expect(inScanScope('private/evidence/src-1.yaml', 'private')).toBe(true);
     expect(inScanScope('private/evidence/src-1/notes.md', 'private')).toBe(false);
+    // Sharded evidence: descriptors in evidence/<hh>/ are scanned, source folders are not.
+    expect(inScanScope('private/evidence/ab/src-ab12.yaml', 'private')).toBe(true);
+    expect(inScanScope('private/evidence/ab/src-ab12/notes.md', 'private')).toBe(false);
+    expect(inScanScope('private/evidence/ab/src-ab12/deeper/notes.md', 'private')).toBe(false);
     expect(inScanScope('private/.trash/old.md', 'private')).toBe(false);
     expect(inScanScope('conversations/s1/pages/a.md', 'conversations/s1')).toBe(true);
     expect(inScanScope('conversations/s10/pages/a.md', 'conversations/s1')).toBe(false);

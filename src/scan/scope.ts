@@ -8,9 +8,10 @@
  *   `.md`, `.markdown`, `.yaml`, `.yml` (any letter case). Other files
  *   (retained originals, pictures, PDFs) enter history only through
  *   publications and attachments [GIT-9].
- * - `evidence/<sourceId>/` folders hold retained originals, which are
+ * - `evidence/<hh>/<sourceId>/` folders (`evidence/<sourceId>/` in stores
+ *   made before evidence was sharded) hold retained originals, which are
  *   immutable and belong to publications; scans do not descend into them
- *   (the descriptors `evidence/<sourceId>.yaml` are scanned).
+ *   (the descriptors `evidence/<hh>/<sourceId>.yaml` are scanned).
  * - Ignored names, files and folders alike: hidden names (starting with `.`,
  *   e.g. `.git`, `.obsidian`, `.trash`, `.DS_Store`, Vim's `.x.swp`, Emacs'
  *   `.#x` locks, LibreOffice's `.~lock.x#`, Knowledge's own `.x.tmp`), backup
@@ -53,7 +54,9 @@ export function isMarkdownPath(path: string): boolean {
 export function isSkippedDir(relInPartition: string): boolean {
   const segs = relInPartition.split('/');
   if (segs.some(isIgnoredName)) return true;
-  return segs.length >= 2 && segs[0] === 'evidence';
+  if (segs[0] !== 'evidence' || segs.length < 2) return false;
+  // evidence/<hh>/ is a shard of descriptors and source folders; anything deeper is a source folder.
+  return segs.length >= 3 || !/^[0-9a-f]{2}$/.test(segs[1]!);
 }
 
 /** Whether the walk of partition folder `pdir` looks into vault-relative folder `dir`. */
