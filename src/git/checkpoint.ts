@@ -25,6 +25,7 @@ import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
 import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
+import { refTransaction } from './ref-session.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -278,7 +279,7 @@ export async function commitChain(
   const tx = (tip ? `update ${repo.branchRef} ${last} ${tip}\n` : `create ${repo.branchRef} ${last}\n`) + `delete ${SCRATCH_REF} ${last}\n`;
   let up: GitResult;
   try {
-    up = await runner.run(['update-ref', '-m', 'knowledge: checkpoint', '--stdin'], { cwd: vault, env, input: tx });
+    up = await refTransaction(runner, vault, env, 'knowledge: checkpoint', tx);
   } catch (err) {
     await held.lock.release();
     throw err;

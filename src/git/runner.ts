@@ -135,7 +135,8 @@ export class GitRunner {
     return { ...env, ...(extra ?? {}) };
   }
 
-  run(args: string[], opts: GitRunOptions): Promise<GitResult> {
+  /** The full argument list of one git call: every override, then the command. */
+  argv(args: string[], opts: Pick<GitRunOptions, 'extraConfig' | 'dropOverrides'> = {}): string[] {
     const argv: string[] = [];
     for (const o of GIT_OVERRIDES) {
       if (opts.dropOverrides?.includes(o.slice(0, o.indexOf('=')))) continue;
@@ -143,6 +144,20 @@ export class GitRunner {
     }
     for (const o of opts.extraConfig ?? []) argv.push('-c', o);
     argv.push(...args);
+    return argv;
+  }
+
+  /**
+   * A git process that outlives one call (ref-session.ts), isolated exactly
+   * like `run` (same environment and overrides, own process group). The
+   * caller owns its lifetime and timeouts.
+   */
+  spawnLongLived(args: string[], opts: { cwd: string; env?: Record<string, string> }): ReturnType<typeof spawn> {
+    return spawn(this.gitPath, this.argv(args), { cwd: opts.cwd, env: this.buildEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  }
+
+  run(args: string[], opts: GitRunOptions): Promise<GitResult> {
+    const argv = this.argv(args, opts);
     const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     return new Promise<GitResult>((resolve) => {
       let settled = false;
@@ -289,7 +304,7 @@ export function startSession(runner: GitRunner, args: string[], opts: Omit<GitRu
   };
 }
 
-function killGroup(child: ReturnType<typeof spawn>): void {
+export function killGroup(child: ReturnType<typeof spawn>): void {
   if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, 'SIGKILL');
