@@ -78,6 +78,29 @@ describe('the index update follows the receipt [GIT-4][GIT-10]', () => {
   });
 });
 
+describe('the search for an earlier attempt [GIT-6]', () => {
+  it('runs once per writer process: after a user\'s commit the next checkpoint needs no git log', async () => {
+    sb = makeSandbox();
+    const s = service('present');
+    const calls: string[] = [];
+    const orig = s.runner.run.bind(s.runner);
+    s.runner.run = (args, opts) => {
+      calls.push(args[0]!);
+      return orig(args, opts);
+    };
+    await s.publish({ partition: 'private', actor: 'agent', records: [page('One', 'one')], evidence: [] });
+    await s.settle();
+    const vault = s.store.paths.vault;
+    ugit(sb, vault, ['commit', '--allow-empty', '-q', '-m', 'the user moves the branch']);
+    calls.length = 0;
+    const r = await s.publish({ partition: 'private', actor: 'agent', records: [page('Two', 'two')], evidence: [] });
+    expect(r.git.state).toBe('committed');
+    expect(calls).not.toContain('log');
+    // Built on the user's commit, which stays in history.
+    expect(ugit(sb, vault, ['log', '--format=%s', '-2', 'main']).trim().split('\n')[1]).toBe('the user moves the branch');
+  });
+});
+
 describe('drainOutbox in chains', () => {
   it('commits 7 queued versions in chains of 3: seven commits, in order, each with its own bytes', async () => {
     sb = makeSandbox();

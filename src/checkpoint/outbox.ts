@@ -128,6 +128,15 @@ export function drainSettled(store: Store): Promise<void> {
 
 const draining = new WeakMap<Store, Promise<unknown>>();
 
+/**
+ * Stores whose branch this process has searched for an earlier, unrecorded
+ * attempt [GIT-6], with every branch move since recorded. Only the store's
+ * single writer [LAY-4] moves the branch for it, so later checkpoints skip the
+ * search (a `git log` whenever a user's own commit moved the branch). A drain
+ * that throws forgets it.
+ */
+const searched = new WeakSet<Store>();
+
 async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): Promise<{ result: DrainResult; settled: Promise<void> }> {
   const db = store.db;
   const result: DrainResult = { committed: [], blocked: null };
@@ -193,8 +202,10 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
       }));
       const lastKnown = lastKnownStmt.get() as { commit_id: string } | undefined;
       const started = performance.now();
-      const outcome = await commitChain(runner, vault, batches, { lastKnownCommit: lastKnown?.commit_id ?? null });
+      const outcome = await commitChain(runner, vault, batches, { lastKnownCommit: lastKnown?.commit_id ?? null, noEarlierAttempt: searched.has(store) });
       const now = new Date().toISOString();
+      // The search for an earlier attempt ran (or was not needed): from now on this writer's own records say it all.
+      if (outcome.state === 'committed') searched.add(store);
       if (outcome.state === 'committed') {
         const perCommit = (performance.now() - started) / outcome.commits.length;
         chainLimit = Math.max(1, Math.min(maxBatches, Math.floor((runner.timeoutMs * CHAIN_TIME_SHARE) / Math.max(perCommit, 0.01))));
@@ -233,6 +244,8 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
       break;
     }
   } catch (err) {
+    // A branch move may have happened without its record: search again next time.
+    searched.delete(store);
     await payOwed(); // never leave index.lock held
     throw err;
   }

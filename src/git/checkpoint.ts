@@ -66,6 +66,12 @@ export type CommitOutcome =
 export interface CommitBatchOptions {
   /** Last commit the store recorded for this vault; bounds the search for a previous attempt [GIT-6]. */
   lastKnownCommit?: string | null;
+  /**
+   * The caller knows that every branch move of an earlier attempt was
+   * recorded (the store's writer has committed and recorded everything itself
+   * since it last searched): skip the search for a previous attempt [GIT-6].
+   */
+  noEarlierAttempt?: boolean;
   /** Test-only seams to reproduce races and crashes deterministically. */
   testHooks?: {
     /** Runs after the commit objects exist (on the scratch ref) and before the branch moves. */
@@ -140,7 +146,7 @@ export async function commitChain(
   // index's base) and a previous attempt of these batches [GIT-6]. They name
   // HEAD and are read-only, so running them before the inspection has judged
   // the repository is harmless; their results are used only if it is ready.
-  const early = await startReads(runner, vaultDir, paths, batches.length, opts.lastKnownCommit ?? null);
+  const early = await startReads(runner, vaultDir, paths, batches.length, opts.lastKnownCommit ?? null, false, opts.noEarlierAttempt);
   let repo: RepoInspection = await inspectLayout(runner, vaultDir);
   const reads = await early;
   if (repo.kind === 'absent') {
@@ -165,7 +171,7 @@ export async function commitChain(
   // Reads made before the repository existed (or while it had no commit) are redone now.
   const { unmerged, found, tipTree } = reads && (tip !== null || reads.headless)
     ? reads
-    : await (await startReads(runner, vault, paths, batches.length, opts.lastKnownCommit ?? null, true))!;
+    : await (await startReads(runner, vault, paths, batches.length, opts.lastKnownCommit ?? null, true, opts.noEarlierAttempt))!;
   if (unmerged) return unavailableIfGone(runner, unmerged as Extract<RepoInspection, { kind: 'pending' }>);
   if (tip && found.kind === 'error') return pend(found.code, found.reason);
   if (tip && tipTree && !tipTree.ok) return pend(tipTree.code, tipTree.reason);
@@ -357,6 +363,7 @@ async function startReads(
   chainLength: number,
   lastKnown: string | null,
   force = false,
+  noEarlierAttempt = false,
 ): Promise<Promise<Reads> | null> {
   let vault: string;
   try {
@@ -373,7 +380,7 @@ async function startReads(
     const [unmerged, found, tipTree] = await Promise.all([
       unmergedUnlessKnownClean(runner, vault, gitDir),
       // Nothing new on the branch since the store's last record: no earlier attempt can be there.
-      (branchTip !== null && branchTip === lastKnown) || (force && branchTip === null)
+      noEarlierAttempt || (branchTip !== null && branchTip === lastKnown) || (force && branchTip === null)
         ? Promise.resolve(none)
         : findBatchCommits(runner, vault, env, 'HEAD', chainLength, lastKnown),
       force && branchTip === null
