@@ -9,7 +9,7 @@
  * demo store belongs to Knowledge, and both the page and the terminal say
  * which file to delete before pressing Retry.
  */
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { initStore } from '../store/store.js';
@@ -112,7 +112,9 @@ export async function seedDemo(svc: KnowledgeService): Promise<{ pendingPublicat
     records: ['---\nkind: page\nid: demo-chat-summary\ntitle: Summary of the demo chat\ntags: [demo, conversation]\n---\nThe user asked how history works; the agent pointed at [[demo-welcome]].\n'],
     evidence: [],
   });
-  // The staged problem: a stale lock in the demo's own repository (see above).
+  // The staged problem: a stale lock in the demo's own repository (see above),
+  // once Knowledge has released its own after the last checkpoint.
+  await svc.settle();
   writeFileSync(join(svc.store.paths.vault, '.git', 'index.lock'), DEMO_LOCK_TEXT);
   const pending = await svc.publish({
     requestId: DEMO_REQUESTS.pending,
@@ -127,7 +129,15 @@ export async function seedDemo(svc: KnowledgeService): Promise<{ pendingPublicat
 /** The demo's banner: what to do while the staged lock is there, where the store is afterwards. */
 export function demoNotice(vault: string): () => string {
   const lock = join(vault, '.git', 'index.lock');
-  return () => existsSync(lock)
+  // Only the demo's own stale lock: Knowledge holds the lock itself for a moment after each checkpoint.
+  const staged = () => {
+    try {
+      return readFileSync(lock, 'utf8') === DEMO_LOCK_TEXT;
+    } catch {
+      return false;
+    }
+  };
+  return () => staged()
     ? `Demo store. One checkpoint is pending on purpose: the demo left a stale Git lock. Delete it (rm ${lock}), then press Retry in Activity & issues.`
     : `Demo store in ${resolve(vault, '..')}. Delete that folder to start over.`;
 }
