@@ -139,7 +139,7 @@ for (let i = 0; i < RUNS; i++) {
   if (r.git !== null) throw new Error('in-process rescan found changes');
 }
 svc.close();
-console.log(`rescan in process (service already open, as a Gateway request): median ${s(median(inProc))} (${(median(inProc) / median(gitStatus)).toFixed(2)}x git status)`);
+console.log(`rescan in process (service already open, as a Gateway request): median ${s(median(inProc))} (${(median(inProc) / median(gitStatus)).toFixed(2)}x git status); runs ${inProc.map((x) => s(x)).join(', ')} (the first loads the recorded metadata, later ones reuse it)`);
 
 // One edit among N: what a scan on every request costs when something did change.
 writeFileSync(join(vault, 'private', 'pages', 'd0', 'page-1.md'), page(1) + 'One more line.\n');

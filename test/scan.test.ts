@@ -4,7 +4,7 @@
  * `knowledge scan` processes against real git and real SQLite.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -521,6 +521,87 @@ describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commit
     const d = db();
     expect(d.prepare('SELECT count(*) FROM scan_staging').pluck().get()).toBe(0);
     d.close();
+  });
+});
+
+describe('[SCAN-4] an open service keeps recorded metadata between scans, and it never hides a change', () => {
+  const open: KnowledgeService[] = [];
+  afterEach(() => {
+    for (const s of open.splice(0)) s.close();
+  });
+  const service = () => {
+    const s = KnowledgeService.open(store, { write: true, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    open.push(s);
+    return s;
+  };
+  const operator: Caller = { kind: 'operator' };
+  const old = (rel: string) => utimesSync(join(vault, rel), 1_700_000_000, 1_700_000_000); // not racy: the next scan may trust it
+
+  it('files edited, added, deleted and renamed between two in-process scans', async () => {
+    for (const n of ['a', 'b', 'c']) {
+      put(`private/${n}.md`, record(n, n.toUpperCase()));
+      old(`private/${n}.md`);
+    }
+    const s = service();
+    expect((await s.scan({ caller: operator })).added).toHaveLength(3);
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, unchanged: 3, git: null });
+    appendFileSync(join(vault, 'private/a.md'), 'More.\n');
+    old('private/a.md'); // an older mtime than recorded: only size and the rest tell
+    put('private/d.md', record('d', 'D'));
+    old('private/d.md');
+    unlinkSync(join(vault, 'private/b.md'));
+    renameSync(join(vault, 'private/c.md'), join(vault, 'private/e.md'));
+    const r = await s.scan({ caller: operator });
+    expect(r).toMatchObject({ modified: ['private/a.md'], added: ['private/d.md'], deleted: ['private/b.md'], renamed: [{ from: 'private/c.md', to: 'private/e.md' }] });
+    expect(r.git?.state).toBe('committed');
+    // What that scan recorded is what the next one compares with: nothing read, nothing reported.
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, unchanged: 3, added: [], modified: [], deleted: [], renamed: [], git: null });
+    // An edit in place that keeps the size, the inode and even the old mtime is still seen when the mtime differs from the recorded one.
+    writeFileSync(join(vault, 'private/d.md'), record('d', 'X'));
+    utimesSync(join(vault, 'private/d.md'), 1_700_000_001, 1_700_000_001);
+    expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/d.md'], hashed: 1 });
+  });
+
+  // The restore below puts back the very inode, size and mtime recorded before a publication replaced the file:
+  // only a copy that followed the publication (or another writer) can tell that the file changed.
+  async function publishThenRestore(publisher: () => KnowledgeService | ((path: string) => void)) {
+    const s = service();
+    const first = await s.publish({ partition: 'private', actor: 'operator', records: ['---\nkind: page\nid: rec-kept\ntitle: Kept\n---\nVersion one.\n'], evidence: [] });
+    const path = first.records[0]!.path as string;
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, added: [] });
+    linkSync(join(vault, path), join(sb.dir, 'kept-inode'));
+    const writer = publisher();
+    if (typeof writer === 'function') writer(path);
+    else await writer.publish({ partition: 'private', actor: 'operator', records: ['---\nkind: page\nid: rec-kept\nrevision: 1\ntitle: Kept\n---\nVersion two, longer.\n'], evidence: [] });
+    renameSync(join(sb.dir, 'kept-inode'), join(vault, path)); // version one again, same inode and mtime
+    return { s, path };
+  }
+
+  it('a publication by the same service between two scans', async () => {
+    const { s, path } = await publishThenRestore(() => open[0]!);
+    const r = await s.scan({ caller: operator });
+    expect(r).toMatchObject({ modified: [path], hashed: 1 });
+    expect(readFileSync(join(vault, path), 'utf8')).toContain('Version one.');
+  });
+
+  it('a publication through another connection between two scans of a long-running service', async () => {
+    const { s, path } = await publishThenRestore(() => service());
+    expect(await s.scan({ caller: operator })).toMatchObject({ modified: [path], hashed: 1 });
+  });
+
+  it('another process writing the store between two scans of a long-running service', async () => {
+    const { s, path } = await publishThenRestore(() => (p: string) => {
+      // Another process rewrites what is recorded for the file (as a second Knowledge build or a repair might).
+      const child = spawnSync(process.execPath, ['-e', `
+        const db = new (require('better-sqlite3'))(process.argv[1]);
+        db.prepare('UPDATE vault_files SET size = size + 1 WHERE path = ?').run(process.argv[2]);`, join(store, 'state.sqlite'), p],
+        { cwd: process.cwd(), encoding: 'utf8' });
+      expect(child.status, child.stderr).toBe(0);
+    });
+    // The table no longer matches the file: it is read again (same bytes as recorded: no edit).
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 1, modified: [], git: null });
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, git: null });
+    expect(path).toMatch(/^private\//);
   });
 });
 

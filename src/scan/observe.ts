@@ -1,13 +1,14 @@
 /**
  * The observing phase of a scan [SCAN-1, SCAN-4]: walk the partitions,
  * recognise unchanged files from stored metadata without reading them, read
- * and hash the rest, check their bytes, and stage those bytes in
- * `scan_staging` in short transactions (so a 100k-file baseline neither holds
- * every file in memory nor keeps SQLite's write lock for the whole walk).
- * Then look again at recorded files the walk did not see before calling
- * them deleted.
+ * and hash the rest, and stage the changed bytes in `scan_staging` in short
+ * transactions (so a 100k-file baseline neither holds every file in memory
+ * nor keeps SQLite's write lock for the whole walk). Then look again at
+ * recorded files the walk did not see before calling them deleted. Bytes are
+ * parsed here only when some file is gone (to pair renames by record id);
+ * apply parses what it indexes.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, type Stats } from 'node:fs';
 import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
@@ -15,8 +16,8 @@ import { walkPartition } from './walk.js';
 import { readStable, sleepSync } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
-import { dirInScope, isScannedFileName } from './scope.js';
-import type { MissingFile, ReadFile, ScanDiagnostic, ScanProgress, StatEntry } from './types.js';
+import { knownFiles, type KnownEntry } from './known.js';
+import type { MissingFile, ReadFile, ScanDiagnostic, ScanProgress } from './types.js';
 
 export interface Observation {
   /** Files read and hashed (new, changed metadata, or racy), with the fingerprints to record. */
@@ -36,30 +37,6 @@ const STAGE_BYTES = 8 * 1024 * 1024;
 /** Pauses before each look at a recorded file the walk did not see (ms); only scans that find deletions pay them. */
 const MISSING_RECHECK_MS = [0, 20, 50, 100, 200];
 
-/**
- * Recorded files of the partitions, as path → fingerprint key ('' when
- * racy), filtered by the same scope rule as the walk.
- */
-function loadKnown(store: Store, partitions: readonly PartitionId[]): Map<string, string> {
-  const known = new Map<string, string>();
-  // The key is built by SQLite (knownKey's format): two values per row instead of five.
-  const stmt = store.db.prepare(
-    "SELECT path, CASE WHEN racy THEN '' ELSE size || ':' || mtime_ns || ':' || ino END FROM vault_files WHERE partition = ?",
-  ).raw();
-  for (const p of partitions) {
-    const pdir = partitionDir(p);
-    const dirOk = new Map<string, boolean>();
-    for (const [path, key] of stmt.all(p) as Array<[string, string]>) {
-      const slash = path.lastIndexOf('/');
-      const dir = path.slice(0, slash);
-      let ok = dirOk.get(dir);
-      if (ok === undefined) dirOk.set(dir, (ok = dirInScope(dir, pdir)));
-      if (ok && isScannedFileName(path.slice(slash + 1))) known.set(path, key);
-    }
-  }
-  return known;
-}
-
 export function observe(
   store: Store,
   scanId: string,
@@ -69,8 +46,11 @@ export function observe(
 ): Observation {
   const db = store.db;
   const vault = store.paths.vault;
-  const known = loadKnown(store, partitions);
-  const knownCount = known.size;
+  // Recorded files (maybe kept from this connection's last scan): the walk marks what it sees.
+  const snap = knownFiles(db, partitions);
+  const stamp = snap.stamp;
+  let knownCount = 0;
+  for (const m of snap.byPartition.values()) knownCount += m.size;
   progress.expected = knownCount;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
   const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
@@ -107,17 +87,16 @@ export function observe(
     switch (r.kind) {
       case 'ok': {
         progress.hashed++;
-        const knownSha = wasKnown ? ((getSha.get(path) as string | undefined) ?? null) : null;
-        let recordId: string | null = null;
+        // A kept copy is checked against the table: it may only ever cause a read.
+        const knownSha = wasKnown || snap.reused ? ((getSha.get(path) as string | undefined) ?? null) : null;
+        // Changed bytes are staged unparsed: apply checks them once. The record id
+        // that pairs a rename is read back below, only when some file is gone.
         if (knownSha !== r.sha256) {
-          const check = checkFile(path, partitionOfPath(path) ?? '', r.bytes, r.sha256);
-          // A copy: the id is a slice of the whole decoded file, which it would keep alive.
-          if (check.kind === 'record') recordId = Buffer.from(check.row.id, 'utf8').toString('utf8');
           stage.push([path, r.bytes]);
           stageBytes += r.bytes.length;
           if (stage.length >= STAGE_FILES || stageBytes >= STAGE_BYTES) flushStage();
         }
-        read.push({ path, sha256: r.sha256, knownSha256: knownSha, recordId, size: r.size, mtimeNs: r.mtimeNs, ino: r.ino, racy: isRacy(r.mtimeNs, nowNs) });
+        read.push({ path, sha256: r.sha256, knownSha256: knownSha, recordId: null, size: r.size, mtimeNs: r.mtimeNs, ino: r.ino, racy: isRacy(r.mtimeNs, nowNs) });
         return true;
       }
       case 'vanished':
@@ -137,22 +116,34 @@ export function observe(
     }
   };
 
-  // Seen files leave `known`; what is left afterwards was not seen.
-  const visit = (e: StatEntry) => {
-    const k = known.get(e.path);
-    if (++progress.seen % 1024 === 0) onProgress?.(progress);
-    if (isUnchanged(k, e)) {
-      known.delete(e.path);
-      unchanged++;
-      return;
-    }
-    if (readChanged(e.path, k !== undefined) && k !== undefined) known.delete(e.path);
-  };
-
   for (const p of partitions) {
-    walkPartition(vault, partitionDir(p), { file: visit, diagnostic: (d) => diagnostics.push(d), blocked: (path) => blocked.push(path) });
+    const known = snap.byPartition.get(p)!;
+    // The walk asks whether a path is recorded and then hands over its stat: one lookup for both.
+    let lastPath = '';
+    let lastEntry: KnownEntry | undefined;
+    walkPartition(vault, partitionDir(p), {
+      isKnown: (path) => {
+        lastPath = path;
+        lastEntry = known.get(path);
+        return lastEntry !== undefined;
+      },
+      file: (path: string, st: Stats) => {
+        const k = path === lastPath ? lastEntry : known.get(path);
+        if (++progress.seen % 1024 === 0) onProgress?.(progress);
+        if (isUnchanged(k, st)) {
+          k!.seen = stamp;
+          unchanged++;
+          return;
+        }
+        if (readChanged(path, k !== undefined) && k !== undefined) k.seen = stamp;
+      },
+      diagnostic: (d) => diagnostics.push(d),
+      blocked: (path) => blocked.push(path),
+    });
   }
-  const missing = recheckMissing(vault, known, blocked, readChanged).map((path) => ({ path, sha256: '', recordId: null as string | null }));
+  const unseen: string[] = [];
+  for (const known of snap.byPartition.values()) for (const [path, e] of known) if (e.seen !== stamp) unseen.push(path);
+  const missing = recheckMissing(vault, unseen, blocked, readChanged).map((path) => ({ path, sha256: '', recordId: null as string | null }));
   flushStage();
   if (missing.length > 0) {
     const recordIdOf = db.prepare('SELECT id FROM records WHERE path = @p UNION ALL SELECT id FROM scan_duplicate_rows WHERE path = @p LIMIT 1').pluck();
@@ -161,7 +152,21 @@ export function observe(
       m.recordId = (recordIdOf.get({ p: m.path }) as string | undefined) ?? null;
     }
   }
-  return { read, missing, unchanged, known: knownCount, diagnostics };
+  // Only what the table itself records can be deleted (a kept copy never decides it).
+  const gone = missing.filter((m) => m.sha256 !== '');
+  if (gone.length > 0) {
+    // Renames are also paired by the record id the new bytes claim (plan.ts): parse the new files, from staging.
+    const staged = db.prepare('SELECT bytes FROM scan_staging WHERE scan_id = ? AND path = ?').pluck();
+    for (const f of read) {
+      if (f.knownSha256 !== null) continue;
+      const bytes = staged.get(scanId, f.path) as Buffer | undefined;
+      if (!bytes) continue;
+      const check = checkFile(f.path, partitionOfPath(f.path) ?? '', bytes, f.sha256);
+      // A copy: the id is a slice of the whole decoded file, which it would keep alive.
+      if (check.kind === 'record') f.recordId = Buffer.from(check.row.id, 'utf8').toString('utf8');
+    }
+  }
+  return { read, missing: gone, unchanged, known: knownCount, diagnostics };
 }
 
 /**
@@ -171,9 +176,9 @@ export function observe(
  * may have had it renamed away or deleted for a moment; and again after
  * short pauses. Files at or under a blocked path are kept.
  */
-function recheckMissing(vault: string, unseen: Map<string, string>, blocked: readonly string[], readChanged: (path: string, wasKnown: boolean) => boolean): string[] {
+function recheckMissing(vault: string, unseen: readonly string[], blocked: readonly string[], readChanged: (path: string, wasKnown: boolean) => boolean): string[] {
   const isBlocked = (path: string) => blocked.some((b) => path === b || path.startsWith(b + '/'));
-  let candidates = [...unseen.keys()].filter((p) => !isBlocked(p));
+  let candidates = unseen.filter((p) => !isBlocked(p));
   for (const pause of MISSING_RECHECK_MS) {
     if (candidates.length === 0) break;
     if (pause > 0) sleepSync(pause);

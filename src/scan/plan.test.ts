@@ -1,19 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { committedPaths, isEmptyPlan, isRacy, isUnchanged, knownKey, planScan } from './plan.js';
+import { committedPaths, isEmptyPlan, isRacy, isUnchanged, planScan } from './plan.js';
+import { knownEntry, msFromNs } from './known.js';
 import type { HashedFile, MissingFile } from './types.js';
 
 const h = (path: string, sha256: string, knownSha256: string | null = null, recordId: string | null = null): HashedFile => ({ path, sha256, knownSha256, recordId });
 const m = (path: string, sha256: string, recordId: string | null = null): MissingFile => ({ path, sha256, recordId });
 
 describe('isUnchanged [SCAN-4]: metadata decides, contents are not read', () => {
-  const known = knownKey(10, '1700000000123456789', '42', false);
-  const st = { path: 'private/a.md', size: 10, mtimeNs: '1700000000123456789', ino: '42' };
+  const known = knownEntry(10, '1700000000123456789', '42', false);
+  const st = { size: 10, mtimeMs: msFromNs('1700000000123456789'), ino: 42 };
   it('same size, mtime and inode is unchanged', () => expect(isUnchanged(known, st)).toBe(true));
   it('a new file is not', () => expect(isUnchanged(undefined, st)).toBe(false));
   it('another size is not', () => expect(isUnchanged(known, { ...st, size: 11 })).toBe(false));
-  it('another mtime is not', () => expect(isUnchanged(known, { ...st, mtimeNs: '1700000000123456790' })).toBe(false));
-  it('another inode (save by rename) is not', () => expect(isUnchanged(known, { ...st, ino: '43' })).toBe(false));
-  it('a racy entry is read again even when everything matches', () => expect(isUnchanged(knownKey(10, '1700000000123456789', '42', true), st)).toBe(false));
+  it('another mtime is not', () => expect(isUnchanged(known, { ...st, mtimeMs: msFromNs('1700000000124456789') })).toBe(false));
+  it('another inode (save by rename) is not', () => expect(isUnchanged(known, { ...st, ino: 43 })).toBe(false));
+  it('a racy entry is read again even when everything matches', () => expect(isUnchanged(knownEntry(10, '1700000000123456789', '42', true), st)).toBe(false));
 });
 
 describe('isRacy: fingerprints taken in the same clock tick as an edit are not trusted', () => {

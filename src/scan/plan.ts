@@ -11,24 +11,15 @@
  * together with an edit).
  */
 import { partitionOfPath } from '../store/layout.js';
-import type { HashedFile, MissingFile, Rename, ScanPlan, StatEntry } from './types.js';
-
-/** Size, mtime (ns) and inode as one comparable string. */
-export function fingerprintKey(size: number, mtimeNs: string, ino: string): string {
-  return `${size}:${mtimeNs}:${ino}`;
-}
+import type { HashedFile, MissingFile, Rename, ScanPlan } from './types.js';
+import type { KnownEntry } from './known.js';
 
 /**
- * What a scan keeps of a recorded file: its key, or '' for a racy entry,
- * which never matches. (observe.ts builds the same string in SQL.)
+ * [SCAN-4] Same size, mtime and inode as recorded, and not racy: unchanged
+ * without reading it. `st` is a number `lstat` (known.ts explains the mtime).
  */
-export function knownKey(size: number, mtimeNs: string, ino: string, racy: boolean): string {
-  return racy ? '' : fingerprintKey(size, mtimeNs, ino);
-}
-
-/** [SCAN-4] Same size, mtime and inode as recorded, and not racy: unchanged without reading it. */
-export function isUnchanged(known: string | undefined, st: StatEntry): boolean {
-  return known !== undefined && known !== '' && known === fingerprintKey(st.size, st.mtimeNs, st.ino);
+export function isUnchanged(known: KnownEntry | undefined, st: { size: number; mtimeMs: number; ino: number }): boolean {
+  return known !== undefined && !known.racy && known.size === st.size && known.mtimeMs === st.mtimeMs && known.ino === st.ino;
 }
 
 /**

@@ -23,6 +23,13 @@ export type ReadOutcome =
 
 /** Waits between attempts, in ms. */
 const BACKOFF_MS = [5, 20, 50, 100];
+/**
+ * A consistent read of a file modified less than this long ago is trusted
+ * only once the file has stayed the same until it is this old: a writer that
+ * truncates and then writes (most editors, `fs.writeFileSync`) shows an empty
+ * or partial file for a moment, and that moment is consistent in itself.
+ */
+const SETTLE_MS = 5;
 const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
 const sleepCell = new Int32Array(new SharedArrayBuffer(4));
@@ -102,6 +109,21 @@ export function readStable(abs: string): ReadOutcome {
     if (!same(named, after)) {
       lastReason = 'it was replaced while it was read';
       continue;
+    }
+    const ageMs = Number(BigInt(Date.now()) * 1_000_000n - after.mtimeNs) / 1e6;
+    if (ageMs < SETTLE_MS) {
+      sleepSync(Math.min(SETTLE_MS, SETTLE_MS - ageMs) + 1);
+      let settled: BigIntStats | undefined;
+      try {
+        settled = lstatSync(abs, { bigint: true, throwIfNoEntry: false });
+      } catch (err) {
+        lastReason = (err as Error).message;
+        continue;
+      }
+      if (!settled || !same(settled, after)) {
+        lastReason = 'it was being written while it was read';
+        continue;
+      }
     }
     return {
       kind: 'ok',

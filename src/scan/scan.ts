@@ -17,7 +17,8 @@ import { batchGitState, drainOutbox } from '../checkpoint/outbox.js';
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
-import { planScan } from './plan.js';
+import { committedPaths, planScan } from './plan.js';
+import { forgetKnownFiles, knownFilesApplied } from './known.js';
 import { applyScan } from './apply.js';
 import type { RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 
@@ -86,17 +87,24 @@ export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions
     retried: waiting.map((w) => ({ kind: w.kind, id: w.ref_id, batchId: w.batch_id, git: batchGitState(db, w.batch_id) })),
     git: null,
   };
-  const batchId = applyScan(store, {
-    scanId,
-    createdAt,
-    callerLabel: callerLabel(opts.caller),
-    partitions,
-    baselined,
-    plan,
-    read: seen.read,
-    receipt,
-    diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags),
-  });
+  let batchId: number | null;
+  try {
+    batchId = applyScan(store, {
+      scanId,
+      createdAt,
+      callerLabel: callerLabel(opts.caller),
+      partitions,
+      baselined,
+      plan,
+      read: seen.read,
+      receipt,
+      diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags),
+    });
+  } catch (err) {
+    forgetKnownFiles(db); // rolled back: the kept copy may already be ahead of the table
+    throw err;
+  }
+  knownFilesApplied(db, seen.read, committedPaths(plan).remove);
   seen.read.length = 0; // the drain below may need the memory
   crashPoint('scan-after-enqueue');
 

@@ -42,15 +42,6 @@ export interface ScanDiagnostic {
   reason: string;
 }
 
-/** One `lstat` of a regular file. */
-export interface StatEntry {
-  /** Vault-relative path. */
-  path: string;
-  size: number;
-  mtimeNs: string;
-  ino: string;
-}
-
 /** A file whose bytes were read and hashed this scan (metadata changed, or new). */
 export interface HashedFile {
   path: string;

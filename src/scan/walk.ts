@@ -5,12 +5,19 @@
  * may not read are reported and "blocked", so what Knowledge recorded under
  * them is kept rather than mistaken for deletions.
  */
-import { lstatSync, readdirSync, type Dirent } from 'node:fs';
+import { lstatSync, readdirSync, type Dirent, type Stats } from 'node:fs';
 import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
-import type { ScanDiagnostic, StatEntry } from './types.js';
+import type { ScanDiagnostic } from './types.js';
 
 export interface WalkSink {
-  file(e: StatEntry): void;
+  /**
+   * Whether Knowledge recorded this vault-relative path. A recorded path
+   * passed every name check when it was admitted (known.ts), so the walk
+   * skips them for it.
+   */
+  isKnown(path: string): boolean;
+  /** A regular file and its `lstat` (number stats: no BigInt or Date work per file). */
+  file(path: string, st: Stats): void;
   diagnostic(d: ScanDiagnostic): void;
   /** A path the walk could not look into or through: recorded files at or under it are kept. */
   blocked(path: string): void;
@@ -65,9 +72,13 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink): void
         validOdd ??= oddNames(abs, relVault, sink);
         if (!validOdd.has(name)) continue;
       }
+      const childVault = `${relVault}/${name}`;
+      if (e.isFile() && sink.isKnown(childVault)) {
+        statFile(vault, childVault, sink);
+        continue;
+      }
       if (isIgnoredName(name)) continue;
       const childIn = relIn === '' ? name : `${relIn}/${name}`;
-      const childVault = `${relVault}/${name}`;
       if (e.isDirectory()) {
         if (!isSkippedDir(childIn)) stack.push(childIn);
         continue;
@@ -88,24 +99,29 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink): void
         sink.diagnostic({ path: childVault, code: 'invalid-name', reason: `${problem}; not checkpointed` });
         continue;
       }
-      let st;
-      try {
-        st = lstatSync(`${vault}/${childVault}`, { bigint: true, throwIfNoEntry: false });
-      } catch (err) {
-        sink.diagnostic({ path: childVault, code: 'unreadable', reason: `cannot look at this file (${errCode(err) ?? (err as Error).message})` });
-        sink.blocked(childVault);
-        continue;
-      }
-      if (!st) continue; // gone since readdir: the caller re-checks recorded files
-      if (!st.isFile()) {
-        // Replaced by a link or special file since readdir.
-        sink.diagnostic({ path: childVault, code: st.isSymbolicLink() ? 'symlink' : 'special-file', reason: 'not a regular file; not read' });
-        sink.blocked(childVault);
-        continue;
-      }
-      sink.file({ path: childVault, size: Number(st.size), mtimeNs: st.mtimeNs.toString(), ino: st.ino.toString() });
+      statFile(vault, childVault, sink);
     }
   }
+}
+
+/** lstat one file the walk listed as a regular file and hand it to the sink (or report what it became). */
+function statFile(vault: string, childVault: string, sink: WalkSink): void {
+  let st: Stats | undefined;
+  try {
+    st = lstatSync(`${vault}/${childVault}`, { throwIfNoEntry: false });
+  } catch (err) {
+    sink.diagnostic({ path: childVault, code: 'unreadable', reason: `cannot look at this file (${errCode(err) ?? (err as Error).message})` });
+    sink.blocked(childVault);
+    return;
+  }
+  if (!st) return; // gone since readdir: the caller re-checks recorded files
+  if (!st.isFile()) {
+    // Replaced by a link or special file since readdir.
+    sink.diagnostic({ path: childVault, code: st.isSymbolicLink() ? 'symlink' : 'special-file', reason: 'not a regular file; not read' });
+    sink.blocked(childVault);
+    return;
+  }
+  sink.file(childVault, st);
 }
 
 /** Report names that are not valid UTF-8; return the decoded names that are valid (and merely contain U+FFFD). */

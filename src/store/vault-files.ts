@@ -21,7 +21,46 @@ export function statFingerprint(abs: string, knownBytes?: Buffer): Fingerprint {
   };
 }
 
+/**
+ * Paths this process wrote to `vault_files` through this connection since a
+ * reader (the scan's in-memory copy, src/scan/known.ts) started watching.
+ * Writes by other connections are seen through `PRAGMA data_version`
+ * instead. A rolled-back write is harmless: the reader reloads the path.
+ */
+export interface VaultFileWrites {
+  paths: Set<string>;
+  /** Too many paths to keep: the reader starts over. */
+  overflow: boolean;
+}
+
+const MAX_TRACKED = 4096;
+const watchers = new WeakMap<DB, VaultFileWrites>();
+
+/** Start (or restart) recording which paths of `vault_files` this connection writes. */
+export function watchVaultFileWrites(db: DB): VaultFileWrites {
+  const w: VaultFileWrites = { paths: new Set(), overflow: false };
+  watchers.set(db, w);
+  return w;
+}
+
+export function currentVaultFileWrites(db: DB): VaultFileWrites | undefined {
+  return watchers.get(db);
+}
+
+/** Every writer of `vault_files` calls this (the scan's own apply keeps its reader up to date itself). */
+export function noteVaultFileWrite(db: DB, path: string): void {
+  const w = watchers.get(db);
+  if (!w || w.overflow) return;
+  if (w.paths.size >= MAX_TRACKED) {
+    w.overflow = true;
+    w.paths.clear();
+    return;
+  }
+  w.paths.add(path);
+}
+
 export function upsertVaultFile(db: DB, path: string, fp: Fingerprint): void {
+  noteVaultFileWrite(db, path);
   db.prepare(
     `INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES (?, ?, ?, ?, ?, ?)
      ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, ino = excluded.ino, sha256 = excluded.sha256`,
