@@ -160,6 +160,24 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   );
   const loadFiles = db.prepare('SELECT batch_id, path, deleted, bytes FROM batch_files WHERE batch_id BETWEEN ? AND ? ORDER BY batch_id, path');
   const lastKnownStmt = db.prepare("SELECT commit_id FROM batches WHERE state = 'committed' ORDER BY batch_id DESC LIMIT 1");
+  const loadBatches = (chunk: ChunkRow[]): BatchForCommit[] => {
+    const files = new Map<number, BatchChange[]>();
+    for (const f of loadFiles.all(chunk[0]!.batch_id, chunk[chunk.length - 1]!.batch_id) as Array<{ batch_id: number; path: string; deleted: number; bytes: Buffer | null }>) {
+      const list = files.get(f.batch_id) ?? [];
+      list.push({ path: f.path, bytes: f.deleted ? null : (f.bytes ?? Buffer.alloc(0)) });
+      files.set(f.batch_id, list);
+    }
+    return chunk.map((row) => ({
+      vaultId: store.manifest.vaultId,
+      batchId: row.batch_id,
+      kind: row.kind,
+      refId: row.ref_id,
+      actor: row.actor,
+      createdAt: row.created_at,
+      subject: row.subject,
+      changes: files.get(row.batch_id) ?? [],
+    }));
+  };
   // A user's own git command holds index.lock for some milliseconds, and a
   // user's commit between our read of the tip and the compare-and-swap moves
   // the branch: both are routine. Wait briefly and rebuild on the new tip a
@@ -184,25 +202,13 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
       let n = 0;
       while (n < rows.length && (n === 0 || bytes + rows[n]!.size <= maxBytes)) bytes += rows[n++]!.size;
       const chunk = rows.slice(0, n);
-      const files = new Map<number, BatchChange[]>();
-      for (const f of loadFiles.all(chunk[0]!.batch_id, chunk[n - 1]!.batch_id) as Array<{ batch_id: number; path: string; deleted: number; bytes: Buffer | null }>) {
-        const list = files.get(f.batch_id) ?? [];
-        list.push({ path: f.path, bytes: f.deleted ? null : (f.bytes ?? Buffer.alloc(0)) });
-        files.set(f.batch_id, list);
-      }
-      const batches: BatchForCommit[] = chunk.map((row) => ({
-        vaultId: store.manifest.vaultId,
-        batchId: row.batch_id,
-        kind: row.kind,
-        refId: row.ref_id,
-        actor: row.actor,
-        createdAt: row.created_at,
-        subject: row.subject,
-        changes: files.get(row.batch_id) ?? [],
-      }));
-      const lastKnown = lastKnownStmt.get() as { commit_id: string } | undefined;
+      // Git that cannot run at all: say so without loading the queued bytes
+      // (a 100k-file baseline's batch is tens of MiB).
+      const det = await runner.detect();
       const started = performance.now();
-      const outcome = await commitChain(runner, vault, batches, { lastKnownCommit: lastKnown?.commit_id ?? null, noEarlierAttempt: searched.has(store) });
+      const outcome: ChainOutcome = det.ok
+        ? await commitChain(runner, vault, loadBatches(chunk), { lastKnownCommit: (lastKnownStmt.get() as { commit_id: string } | undefined)?.commit_id ?? null, noEarlierAttempt: searched.has(store) })
+        : { state: 'unavailable', reason: det.reason };
       const now = new Date().toISOString();
       // The search for an earlier attempt ran (or was not needed): from now on this writer's own records say it all.
       if (outcome.state === 'committed') searched.add(store);
