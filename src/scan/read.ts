@@ -41,6 +41,18 @@ function same(a: BigIntStats, b: BigIntStats): boolean {
   return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.dev === b.dev;
 }
 
+/** Null when the name still describes the file just read; '' when it is gone; else why it differs. */
+function nameChanged(abs: string, after: BigIntStats, changed: string): string | null {
+  let named: BigIntStats | undefined;
+  try {
+    named = lstatSync(abs, { bigint: true, throwIfNoEntry: false });
+  } catch (err) {
+    return (err as Error).message;
+  }
+  if (!named) return '';
+  return same(named, after) ? null : changed;
+}
+
 // One scratch buffer for every read: each result is copied out at its exact
 // size, so a 100k-file scan does not leave 100k oversized buffers to the GC.
 let scratch = Buffer.allocUnsafe(256 * 1024);
@@ -98,30 +110,17 @@ export function readStable(abs: string): ReadOutcome {
       lastReason = 'it was being written while it was read';
       continue;
     }
-    let named: BigIntStats | undefined;
-    try {
-      named = lstatSync(abs, { bigint: true, throwIfNoEntry: false });
-    } catch (err) {
-      lastReason = (err as Error).message;
-      continue;
-    }
-    if (!named) continue; // removed right after we read it: look again
-    if (!same(named, after)) {
-      lastReason = 'it was replaced while it was read';
+    const moved = nameChanged(abs, after, 'it was replaced while it was read');
+    if (moved !== null) {
+      if (moved !== '') lastReason = moved; // '' = removed right after we read it: look again
       continue;
     }
     const ageMs = Number(BigInt(Date.now()) * 1_000_000n - after.mtimeNs) / 1e6;
     if (ageMs < SETTLE_MS) {
       sleepSync(Math.min(SETTLE_MS, SETTLE_MS - ageMs) + 1);
-      let settled: BigIntStats | undefined;
-      try {
-        settled = lstatSync(abs, { bigint: true, throwIfNoEntry: false });
-      } catch (err) {
-        lastReason = (err as Error).message;
-        continue;
-      }
-      if (!settled || !same(settled, after)) {
-        lastReason = 'it was being written while it was read';
+      const changed = nameChanged(abs, after, 'it was being written while it was read');
+      if (changed !== null) {
+        lastReason = changed || 'it was being written while it was read';
         continue;
       }
     }
