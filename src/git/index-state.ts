@@ -35,8 +35,3 @@ export function rememberClean(gitDir: string, identity: string | null): void {
   if (identity === null || identity === 'absent') knownClean.delete(gitDir);
   else knownClean.set(gitDir, identity);
 }
-
-/** Forget what is known about one repository (tests, or after a failed write). */
-export function forgetIndex(gitDir: string): void {
-  knownClean.delete(gitDir);
-}

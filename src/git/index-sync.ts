@@ -315,19 +315,17 @@ export function parseLsTree(out: Buffer, wanted: ReadonlySet<string>): Map<strin
 }
 
 /** Parse `ls-files -s -z`: "mode oid stage\tpath\0". Stage > 0 marks a conflict we never touch. */
-export function parseLsFiles(out: Buffer, wanted: ReadonlySet<string>): { entries: Map<string, Entry>; conflicted: Set<string>; anyConflict: boolean } {
+export function parseLsFiles(out: Buffer, wanted: ReadonlySet<string>): { entries: Map<string, Entry>; conflicted: Set<string> } {
   const entries = new Map<string, Entry>();
   const conflicted = new Set<string>();
-  let anyConflict = false;
   for (const rec of out.toString('utf8').split('\0')) {
     const tab = rec.indexOf('\t');
     if (tab < 0) continue;
     const [mode = '', oid = '', stage = '0'] = rec.slice(0, tab).split(' ');
-    if (stage !== '0') anyConflict = true;
     const path = rec.slice(tab + 1);
     if (!wanted.has(path)) continue;
     if (stage !== '0') conflicted.add(path);
     else entries.set(path, { mode, oid });
   }
-  return { entries, conflicted, anyConflict };
+  return { entries, conflicted };
 }

@@ -238,11 +238,6 @@ async function readLooseRef(dotGit: string, ref: string): Promise<string | null>
   }
 }
 
-/** Forget cached layouts (tests). */
-export function forgetLayouts(): void {
-  layoutCache.clear();
-}
-
 /** Unmerged index entries (an unresolved conflict, also without any operation file) [GIT-18]. */
 export async function checkUnmerged(runner: GitRunner, vault: string): Promise<RepoInspection | null> {
   const r = await runner.run(['ls-files', '-u', '-z'], { cwd: vault, env: vaultEnv(vault) });
