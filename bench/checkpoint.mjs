@@ -19,7 +19,7 @@ import { writeFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { tempDir, cleanup, pct, machine, ms, userGitEnv } from './lib.mjs';
+import { tempDir, cleanup, pct, machine, ms, userGitEnv, publishInBatches } from './lib.mjs';
 
 const { initStore } = await import('../dist/store/store.js');
 const { KnowledgeService } = await import('../dist/service.js');
@@ -42,7 +42,6 @@ if (args.length) {
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 40);
 const BACK_TO_BACK = 40;
 const WARMUP = 5;
-const SEED_BATCH = 200; // the most records one publication may carry
 
 const page = (title, body = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit.') =>
   `---\nkind: page\ntitle: ${title}\ntags: [bench]\n---\n${body}\n`;
@@ -67,11 +66,7 @@ for (const n of plan.latency) {
     // Seed n records while git is missing, then let git commit them (an outage drain at scale).
     let svc = openStoreAt(dir, false);
     const t0 = performance.now();
-    for (let i = 0; i < n; i += SEED_BATCH) {
-      const recs = [];
-      for (let j = i; j < Math.min(n, i + SEED_BATCH); j++) recs.push(page(`Record ${j}`, `Body of record ${j}.`));
-      await svc.publish({ partition: 'private', actor: 'operator', records: recs, evidence: [] });
-    }
+    await publishInBatches(svc, n, (j) => page(`Record ${j}`, `Body of record ${j}.`));
     const seedS = (performance.now() - t0) / 1000;
     svc.close();
     svc = openStoreAt(dir, true);

@@ -77,6 +77,18 @@ export function seedDirs(prefix, reuse) {
  * checkpoint runs), on `build`, then copy it to `dir`. With a reused store,
  * only replay `record(i)` so the random sequence matches the run that built it.
  */
+/** The most records one publication may carry. */
+export const SEED_BATCH = 200;
+
+/** Publish records 0..n-1 (`record(i)` gives each one's text), SEED_BATCH per publication. */
+export async function publishInBatches(svc, n, record, { perPublication = SEED_BATCH, partitionOf = () => 'private' } = {}) {
+  for (let i = 0; i < n; i += perPublication) {
+    const recs = [];
+    for (let j = i; j < Math.min(n, i + perPublication); j++) recs.push(record(j));
+    await svc.publish({ partition: partitionOf(i / perPublication), actor: 'operator', records: recs, evidence: [] });
+  }
+}
+
 export async function seedStore({ dir, build, env, reuse }, { n, record, perPublication, partitionOf = () => 'private' }) {
   if (reuse) {
     for (let i = 0; i < n; i++) record(i);
@@ -88,11 +100,7 @@ export async function seedStore({ dir, build, env, reuse }, { n, record, perPubl
   initStore(join(build, 'st'), { env });
   const writer = KnowledgeService.open(join(build, 'st'), { write: true, env, git: { gitPath: '/nonexistent/git' } });
   const t0 = performance.now();
-  for (let i = 0; i < n; i += perPublication) {
-    const recs = [];
-    for (let j = i; j < Math.min(n, i + perPublication); j++) recs.push(record(j));
-    await writer.publish({ partition: partitionOf(i / perPublication), actor: 'operator', records: recs, evidence: [] });
-  }
+  await publishInBatches(writer, n, record, { perPublication, partitionOf });
   writer.close();
   console.log(`built ${n} records by ${Math.ceil(n / perPublication)} publications in ${((performance.now() - t0) / 1000).toFixed(1)} s${build !== dir ? ' on tmpfs' : ''}`);
   if (build !== dir) {

@@ -4,7 +4,7 @@
 //   node bench/publish.mjs [sizes...]
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
-import { tempDir, cleanup, pct, machine, ms } from './lib.mjs';
+import { tempDir, cleanup, pct, machine, ms, publishInBatches } from './lib.mjs';
 
 const require = createRequire(import.meta.url);
 const fs = require('node:fs');
@@ -19,7 +19,6 @@ const { KnowledgeService } = await import('../dist/service.js');
 const sizes = process.argv.slice(2).map(Number).filter(Boolean);
 const SIZES = sizes.length ? sizes : [1000, 10000, 100000];
 const SAMPLES = 200;
-const SEED_BATCH = 200;
 
 function page(i, extra = '') {
   return `---\nkind: page\ntitle: Record ${i}${extra}\ntags: [bench]\n---\nBody of record ${i}. Lorem ipsum dolor sit amet.\n`;
@@ -33,11 +32,7 @@ for (const n of SIZES) {
   initStore(join(dir, 'st'), { env });
   const svc = KnowledgeService.open(join(dir, 'st'), { write: true, env, git: { gitPath: '/nonexistent/git' } });
   const t0 = performance.now();
-  for (let i = 0; i < n; i += SEED_BATCH) {
-    const recs = [];
-    for (let j = i; j < Math.min(n, i + SEED_BATCH); j++) recs.push(page(j));
-    await svc.publish({ partition: 'private', actor: 'operator', records: recs, evidence: [] });
-  }
+  await publishInBatches(svc, n, page);
   const seedMs = performance.now() - t0;
   const lat = [];
   const f0 = fsyncs;
