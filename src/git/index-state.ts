@@ -12,16 +12,25 @@
  * itself (under its own index.lock) when the index it copied was known clean.
  */
 import { stat } from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
 import { join } from 'node:path';
 
 /** gitDir -> identity of an index known to hold no unmerged entries (per process). */
 const knownClean = new Map<string, string>();
 
+/**
+ * Which file a path names and which version of it: git and editors replace
+ * files by rename (new inode) or change them in place (new size, mtime and
+ * ctime, to the nanosecond), so an unchanged identity is an unchanged file.
+ */
+export function fileIdentity(s: BigIntStats): string {
+  return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+}
+
 /** The index file's identity; 'absent' when there is none (no entries, so no conflicts). Null if it cannot be read. */
 export async function indexIdentity(gitDir: string): Promise<string | null> {
   try {
-    const s = await stat(join(gitDir, 'index'), { bigint: true });
-    return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+    return fileIdentity(await stat(join(gitDir, 'index'), { bigint: true }));
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'absent' : null;
   }

@@ -4,6 +4,7 @@
  * `unavailable` [GIT-18]; nothing found here is repaired or removed [GIT-19].
  */
 import { isOwnStaleLock } from './index-lock.js';
+import { fileIdentity } from './index-state.js';
 import { lstat, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
@@ -222,7 +223,7 @@ async function layoutKey(vault: string, dotGit: string): Promise<string | null> 
     ]);
     if (common || /^\s*\[\s*include/im.test(text)) return null;
     const dir = (s: typeof v) => `${s.dev}:${s.ino}:${s.uid}:${s.gid}:${s.mode}`;
-    return `${dir(v)}|${dir(g)}|${c.dev}:${c.ino}:${c.size}:${c.mtimeNs}:${c.ctimeNs}:${c.uid}`;
+    return `${dir(v)}|${dir(g)}|${fileIdentity(c)}:${c.uid}`;
   } catch {
     return null;
   }
