@@ -14,7 +14,7 @@ import { install } from './publish/install.js';
 import { acknowledge } from './publish/acknowledge.js';
 import type { PublicationReceipt, PublishRequest } from './publish/types.js';
 import { batchGitState, drainOutbox, drainSettled } from './checkpoint/outbox.js';
-import { closeRefSessions } from './git/ref-session.js';
+import { closeLongLived } from './git/long-lived.js';
 import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
 import { crashPoint } from './faults.js';
@@ -69,7 +69,7 @@ export class KnowledgeService {
   }
 
   close(): void {
-    closeRefSessions(this.runner);
+    closeLongLived(this.runner, this.store.paths.vault);
     this.store.close();
   }
 

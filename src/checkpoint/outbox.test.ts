@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeLongLived } from '../git/long-lived.js';
 import { GitRunner } from '../git/runner.js';
 import { join } from 'node:path';
 import { initStore } from '../store/store.js';
@@ -153,17 +154,36 @@ describe('drainOutbox in chains', () => {
     }
     offline.close();
     open.pop();
-    // A git whose fast-import hangs on any stream of more than 5 commits.
+    // A git whose fast-import hangs on any chain of more than 5 commits: a
+    // proxy that passes the stream through line by line (the test's records
+    // are one-line texts), counts the commits of each chain and, at the
+    // chain's `checkpoint`, stops passing it on when there were more than 5.
     const log = join(sb.dir, 'fast-import.log');
     const slow = join(sb.dir, 'slow-git');
+    const proxy = join(sb.dir, 'slow-fast-import.cjs');
+    writeFileSync(proxy, [
+      "const { spawn } = require('node:child_process');",
+      "const { appendFileSync } = require('node:fs');",
+      "const git = spawn('git', process.argv.slice(2), { stdio: ['pipe', 'inherit', 'inherit'] });",
+      "git.on('close', (code) => process.exit(code ?? 1));",
+      "let n = 0; let hung = false; let rest = '';",
+      "process.stdin.setEncoding('utf8');",
+      "process.stdin.on('data', (d) => {",
+      "  rest += d; let i;",
+      "  while (!hung && (i = rest.indexOf('\\n')) >= 0) {",
+      "    const line = rest.slice(0, i + 1); rest = rest.slice(i + 1);",
+      "    if (line.startsWith('commit ')) n++;",
+      `    if (line === 'checkpoint\\n') { appendFileSync(${JSON.stringify(log)}, n + '\\n'); if (n > 5) { hung = true; return; } n = 0; }`,
+      "    git.stdin.write(line);",
+      "  }",
+      "});",
+      "process.stdin.on('end', () => { if (!hung) git.stdin.end(); });",
+      '',
+    ].join('\n'));
     writeFileSync(slow, [
       '#!/bin/sh',
       'for a in "$@"; do',
-      '  if [ "$a" = fast-import ]; then',
-      `    tmp=$(mktemp); cat > "$tmp"; n=$(grep -c '^commit ' "$tmp"); echo "$n" >> "${log}"`,
-      '    if [ "$n" -gt 5 ]; then exec sleep 60; fi',
-      '    exec git "$@" < "$tmp"',
-      '  fi',
+      `  if [ "$a" = fast-import ]; then exec ${JSON.stringify(process.execPath)} ${JSON.stringify(proxy)} "$@"; fi`,
       'done',
       'exec git "$@"',
       '',
@@ -204,15 +224,17 @@ describe('drainOutbox in chains', () => {
     expect(first!.git.state).toBe('committed');
     const tipBefore = ugit(sb, vault, ['rev-parse', 'main']).trim();
     const lock = join(vault, '.git', 'index.lock');
-    // The user's git takes the lock after inspection, while the commit is being written.
-    const orig = s.runner.run.bind(s.runner);
-    s.runner.run = (args, opts) => {
+    // The user's git takes the lock after inspection, while the commit is
+    // being written (by a fast-import started for it: the running one ends).
+    closeLongLived(s.runner);
+    const orig = s.runner.spawnLongLived.bind(s.runner);
+    s.runner.spawnLongLived = (args, opts) => {
       if (args.includes('fast-import')) writeFileSync(lock, '');
       return orig(args, opts);
     };
     const id = first!.records[0]!.id;
     const second = await s.publish({ partition: 'private', actor: 'agent', records: [page('Doc', 'v2', `id: ${id}\nrevision: 1\n`)], evidence: [] });
-    s.runner.run = orig;
+    s.runner.spawnLongLived = orig;
     // Knowledge moves the branch only while it holds the index lock itself.
     expect(second.git, JSON.stringify(second.git)).toMatchObject({ state: 'pending', code: 'locked' });
     expect(existsSync(lock)).toBe(true);

@@ -17,15 +17,16 @@
  */
 import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { classifyGitFailure, firstLine, startSession, type GitResult, type GitRunner, type GitSession } from './runner.js';
+import { classifyGitFailure, firstLine, type GitResult, type GitRunner } from './runner.js';
 import { checkUnmerged, inspectLayout, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
-import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, quotePath, writeChainStream } from './commit-stream.js';
+import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
 import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
+import { acquireImporter, type Importer } from './import-session.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -241,27 +242,20 @@ export async function commitChain(
     };
   }
 
-  // Build the chain on a scratch ref. --force only ever applies to that
+  // Build the chain on a scratch ref, in this repository's running
+  // fast-import (import-session.ts). --force only ever applies to that
   // scratch ref (the stream names no other), e.g. one left by a crash.
-  const session = startSession(runner, ['fast-import', '--quiet', '--done', '--force'], { cwd: vault, env, extraConfig: FAST_IMPORT_CONFIG });
+  const fi = acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG);
   if (tipEntries === null) {
-    const asked = await lsInFastImport(session, tip!, paths);
-    if (!asked) {
-      session.end();
-      return failed(runner, await session.done);
-    }
+    const asked = await lsInFastImport(fi, tip!, paths);
+    if (!asked) return failed(runner, await fi.fail());
     tipEntries = asked;
   }
   if (tip) known.set(tip, tipEntries);
   const executable = executableOf(tipEntries);
-  await writeChainStream(rest, { ref: SCRATCH_REF, from: tip, executable }, (chunk) => session.writeAsync(chunk));
-  session.end();
-  const fi = await session.done;
-  if (fi.code !== 0) return failed(runner, fi);
-  const marks = fi.stdout.toString('utf8').trim().split('\n');
-  if (marks.length !== rest.length || !marks.every((m) => /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(m))) {
-    return pend('git-error', `fast-import returned ${marks.length} commit ids for ${rest.length} batches: ${firstLine(fi.stdout.toString('utf8'))}`);
-  }
+  const imported = await fi.chain(rest, { from: tip, executable });
+  if (!imported.ok) return imported.result ? failed(runner, imported.result) : pend('git-error', imported.reason);
+  const marks = imported.marks;
   const last = marks[marks.length - 1]!;
 
   await opts.testHooks?.beforeUpdateRef?.(last);
@@ -425,7 +419,7 @@ async function readBranchTip(gitDir: string): Promise<string | null> {
  * fast-import's `ls` against the tip: mode and blob id of each path (absent,
  * or not a file: missing from the map). Null if fast-import stopped answering.
  */
-async function lsInFastImport(session: GitSession, tip: string, paths: string[]): Promise<Map<string, Entry> | null> {
+async function lsInFastImport(session: Pick<Importer, 'write' | 'readLine'>, tip: string, paths: string[]): Promise<Map<string, Entry> | null> {
   for (const p of paths) session.write(Buffer.concat([Buffer.from(`ls ${tip} `), quotePath(p), Buffer.from('\n')]));
   const entries = new Map<string, Entry>();
   for (const p of paths) {

@@ -86,6 +86,15 @@ export interface StreamPlan {
   from: string | null;
   /** Paths whose parent entry is executable keep mode 100755 (a content edit is not a mode change). */
   executable: ReadonlySet<string>;
+  /**
+   * For a fast-import that goes on running after this chain
+   * (import-session.ts): the chain ends with `checkpoint` (the pack is closed
+   * and the ref written before the marks are answered) instead of `done`, and
+   * a root chain starts with a `reset` of the ref (no parent from an earlier
+   * chain). A chain with a parent names it with `from`, which keeps
+   * fast-import's trees in memory when it is the commit it wrote last.
+   */
+  session?: boolean;
 }
 
 /**
@@ -118,12 +127,14 @@ export function buildFastImportStream(batch: BatchForCommit, plan: StreamPlan): 
  * mark :i and (after the first, whose parent is `plan.from`) the previous
  * commit as parent. Each commit carries its own batch's date and trailers, so
  * a rebuilt chain is byte-identical however the queue was cut into chains
- * [GIT-6]. The stream ends with `get-mark :1` … `get-mark :n` and `done`.
+ * [GIT-6]. The stream ends with `get-mark :1` … `get-mark :n` and `done`
+ * (or, for a running session, see `StreamPlan.session`).
  */
 export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: StreamPlan): Generator<Buffer> {
   if (batches.length === 0) throw new TypeError('a chain needs at least one batch');
   const modes = chainModes(batches, plan.executable);
   const text = (s: string) => Buffer.from(s, 'utf8');
+  if (plan.session && !plan.from) yield text(`reset ${plan.ref}\n`);
   for (let i = 0; i < batches.length; i++) {
     const batch = batches[i]!;
     const when = `${epochSeconds(batch.createdAt)} +0000`;
@@ -147,9 +158,9 @@ export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: Str
     }
     yield text('\n');
   }
-  let tail = '';
+  let tail = plan.session ? 'checkpoint\n' : '';
   for (let i = 1; i <= batches.length; i++) tail += `get-mark :${i}\n`;
-  yield text(`${tail}done\n`);
+  yield text(plan.session ? tail : `${tail}done\n`);
 }
 
 /** The whole stream in one buffer (tests, and small chains). */

@@ -14,6 +14,7 @@
 import { lstat, readdir, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, type GitRunner } from './runner.js';
+import { importerPacks, retireImporter } from './import-session.js';
 import { vaultEnv } from './inspect.js';
 import type { PendingCode } from './types.js';
 
@@ -60,7 +61,11 @@ const BUSY_SIGNS = [
 ];
 
 export async function objectCounts(gitDir: string): Promise<ObjectCounts> {
-  const packs = (await readdir(join(gitDir, 'objects', 'pack')).catch(() => [] as string[])).filter((n) => n.endsWith('.pack')).length;
+  // Like gc --auto, kept packs do not count (a repack leaves them alone):
+  // those of a running fast-import (import-session.ts) or the user's own.
+  const names = await readdir(join(gitDir, 'objects', 'pack')).catch(() => [] as string[]);
+  const kept = new Set(names.filter((n) => n.endsWith('.keep')).map((n) => n.slice(0, -'.keep'.length)));
+  const packs = names.filter((n) => n.endsWith('.pack') && !kept.has(n.slice(0, -'.pack'.length))).length;
   const sample = (await readdir(join(gitDir, 'objects', '17')).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{38}([0-9a-f]{24})?$/.test(n)).length;
   return { packs, looseObjects: sample * 256 };
 }
@@ -78,11 +83,17 @@ export async function maintainRepository(
     return { ran: false, why: 'no-repository' };
   }
   const gitDir = join(vault, '.git');
-  const before = await objectCounts(gitDir);
+  const onDisk = await objectCounts(gitDir);
+  // The packs Knowledge's own running fast-import closed count too: it is
+  // ended before the repack, and its packs lose their `.keep`.
+  const before = { ...onDisk, packs: onDisk.packs + importerPacks(runner, vault) };
   if (!planMaintenance(before, policy)) return { ran: false, why: 'healthy', counts: before };
   const busy = await firstPresent(gitDir, [...BUSY_SIGNS, ...(await refLocks(gitDir))]);
   if (busy) return { ran: false, why: 'busy', counts: before, busyWith: busy };
   const t0 = performance.now();
+  // Packs a running fast-import closed carry `.keep` until it exits; a
+  // repack leaves kept packs alone.
+  await retireImporter(runner, vault);
   const r = await runner.run(['repack', '-d', '-q', '-l', '--geometric=2', '--no-write-bitmap-index'], {
     cwd: vault,
     env: vaultEnv(vault),

@@ -3,14 +3,15 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { GitRunner } from './runner.js';
-import { closeRefSessions, refTransaction } from './ref-session.js';
+import { refTransaction } from './ref-session.js';
+import { closeLongLived } from './long-lived.js';
 import { vaultEnv } from './inspect.js';
 import { makeSandbox, ugit, userRepo, writeFile, type GitSandbox } from './test-sandbox.js';
 
 let sb: GitSandbox | undefined;
 const runners: GitRunner[] = [];
 afterEach(() => {
-  for (const r of runners.splice(0)) closeRefSessions(r);
+  for (const r of runners.splice(0)) closeLongLived(r);
   sb?.cleanup();
   sb = undefined;
 });

@@ -36,8 +36,6 @@ export interface GitRunOptions {
   env?: Record<string, string>;
   /** Leave stdin open when no input is given (a git that waits; tests use it to prove the timeout). */
   holdStdin?: boolean;
-  /** Session support: receives the child; its stdout then belongs to the caller. */
-  onSpawn?: (child: ReturnType<typeof spawn>) => void;
   /** More `-c key=value` overrides, after the fixed ones. */
   extraConfig?: string[];
   /**
@@ -152,8 +150,8 @@ export class GitRunner {
    * like `run` (same environment and overrides, own process group). The
    * caller owns its lifetime and timeouts.
    */
-  spawnLongLived(args: string[], opts: { cwd: string; env?: Record<string, string> }): ReturnType<typeof spawn> {
-    return spawn(this.gitPath, this.argv(args), { cwd: opts.cwd, env: this.buildEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  spawnLongLived(args: string[], opts: { cwd: string; env?: Record<string, string>; extraConfig?: string[] }): ReturnType<typeof spawn> {
+    return spawn(this.gitPath, this.argv(args, opts), { cwd: opts.cwd, env: this.buildEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   }
 
   run(args: string[], opts: GitRunOptions): Promise<GitResult> {
@@ -188,8 +186,7 @@ export class GitRunner {
         timedOut = true;
         killGroup(child);
       }, timeoutMs);
-      if (opts.onSpawn) opts.onSpawn(child);
-      else child.stdout?.on('data', (b: Buffer) => out.push(b));
+      child.stdout?.on('data', (b: Buffer) => out.push(b));
       child.stderr?.on('data', (b: Buffer) => err.push(b));
       child.on('error', (e: NodeJS.ErrnoException) => {
         // ENOENT/EACCES for the executable, or for a missing cwd.
@@ -218,90 +215,6 @@ export class GitRunner {
       else if (!opts.holdStdin) child.stdin?.end();
     });
   }
-}
-
-/**
- * A git process Knowledge talks to while it runs (fast-import's `ls`): write
- * commands, read reply lines, then end the input. Same environment,
- * overrides and timeout as `run`; the result's stdout holds the lines not
- * read with `readLine`.
- */
-export interface GitSession {
-  write(data: Buffer | string): void;
-  /** Write, and wait while git's input pipe is full (so a big stream never sits in memory whole). */
-  writeAsync(data: Buffer | string): Promise<void>;
-  /** The next stdout line without its newline; null once stdout has ended. */
-  readLine(): Promise<string | null>;
-  end(data?: Buffer | string): void;
-  readonly done: Promise<GitResult>;
-}
-
-export function startSession(runner: GitRunner, args: string[], opts: Omit<GitRunOptions, 'input' | 'holdStdin'>): GitSession {
-  let buffered = Buffer.alloc(0);
-  let ended = false;
-  const waiters: Array<(line: string | null) => void> = [];
-  const pump = () => {
-    while (waiters.length > 0) {
-      const nl = buffered.indexOf(0x0a);
-      if (nl >= 0) {
-        const line = buffered.subarray(0, nl).toString('utf8');
-        buffered = buffered.subarray(nl + 1);
-        waiters.shift()!(line);
-      } else if (ended) waiters.shift()!(null);
-      else return;
-    }
-  };
-  let stdin: NodeJS.WritableStream | null = null;
-  let exited = false;
-  const done = runner.run(args, {
-    ...opts,
-    holdStdin: true,
-    onSpawn: (child) => {
-      stdin = child.stdin;
-      child.stdout?.on('data', (b: Buffer) => {
-        buffered = Buffer.concat([buffered, b]);
-        pump();
-      });
-      child.stdout?.on('end', () => {
-        ended = true;
-        pump();
-      });
-    },
-  }).then((r) => {
-    ended = true;
-    exited = true;
-    pump();
-    return { ...r, stdout: buffered };
-  });
-  return {
-    write: (data) => void stdin?.write(data),
-    writeAsync: async (data) => {
-      const s = stdin as (NodeJS.WritableStream & { destroyed?: boolean }) | null;
-      if (!s || exited || s.destroyed) return; // git is gone: its result tells why
-      if (s.write(data)) return;
-      await new Promise<void>((resolve) => {
-        const settle = () => {
-          s.off('drain', settle);
-          s.off('close', settle);
-          s.off('error', settle);
-          resolve();
-        };
-        s.on('drain', settle);
-        s.on('close', settle);
-        s.on('error', settle);
-        void done.then(settle);
-      });
-    },
-    readLine: () => new Promise((resolve) => {
-      waiters.push(resolve);
-      pump();
-    }),
-    end: (data) => {
-      if (data !== undefined) stdin?.end(data);
-      else stdin?.end();
-    },
-    done,
-  };
 }
 
 export function killGroup(child: ReturnType<typeof spawn>): void {
