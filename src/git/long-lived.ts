@@ -19,7 +19,8 @@ import type { ChildProcess } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { killGroup, type GitResult, type GitRunner } from './runner.js';
 
-const IDLE_MS = 3000;
+/** An agent that publishes every few seconds keeps its processes; one that stopped gives them back. */
+const IDLE_MS = 30_000;
 
 export class LongLivedGit {
   readonly child: ChildProcess;

@@ -78,7 +78,7 @@ describe('long-lived update-ref sessions (the branch move of a checkpoint)', () 
     const p = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', timeout: 20_000 });
     expect(p.stderr).toBe('');
     expect(p.stdout).toBe('0');
-    expect(Date.now() - started).toBeLessThan(2500); // the idle close is 3 s away: nothing waited for it
+    expect(Date.now() - started).toBeLessThan(2500); // the idle close is 30 s away: nothing waited for it
     expect(ugit(sb!, vault, ['rev-parse', 'main']).trim()).toBe(commits[1]);
   });
 });
