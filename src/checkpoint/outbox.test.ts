@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { closeLongLived } from '../git/long-lived.js';
 import { GitRunner } from '../git/runner.js';
 import { join } from 'node:path';
@@ -263,6 +263,30 @@ describe('drainOutbox in chains', () => {
     expect(p3.git).toMatchObject({ state: 'pending', code: 'waiting' });
     const b3 = s.store.db.prepare('SELECT batch_id FROM publications WHERE publication_id = ?').get(p3.publicationId) as { batch_id: number };
     expect(batchGitState(s.store.db, b3.batch_id)).toMatchObject({ state: 'pending', code: 'waiting', reason: expect.stringMatching(/HEAD is detached/) });
+  });
+
+  it('a chain larger than 8 MiB is committed from the outbox file by file: exact bytes, one commit, queued bytes dropped', async () => {
+    sb = makeSandbox();
+    const s = service('present');
+    // A baseline of 20 files of ~450 KiB (9 MiB): its drain reads each file's bytes when needed.
+    const dir = join(s.store.paths.vault, 'private', 'notes');
+    mkdirSync(dir, { recursive: true });
+    const files = Array.from({ length: 20 }, (_, i) => {
+      const bytes = Buffer.alloc(450 * 1024);
+      for (let k = 0; k < bytes.length; k++) bytes[k] = 32 + ((k * 7 + i * 13) % 90);
+      bytes[bytes.length - 1] = 10;
+      const rel = `private/notes/big-${i}.md`;
+      writeFileSync(join(s.store.paths.vault, rel), bytes);
+      return { rel, bytes };
+    });
+    const r = await s.scan({ partition: 'private' });
+    expect(r.git).toMatchObject({ state: 'committed' });
+    expect(ugit(sb, s.store.paths.vault, ['rev-list', '--count', 'main']).trim()).toBe('1');
+    for (const f of files) expect(ugitRaw(sb, s.store.paths.vault, ['cat-file', 'blob', `main:${f.rel}`]).stdout.equals(f.bytes)).toBe(true);
+    const left = s.store.db.prepare('SELECT count(*) FROM batch_files WHERE bytes IS NOT NULL').pluck().get();
+    expect(left).toBe(0);
+    await s.settle();
+    expect(ugit(sb, s.store.paths.vault, ['status', '--porcelain', '--', 'private'])).toBe('');
   });
 });
 

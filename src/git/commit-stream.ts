@@ -148,11 +148,12 @@ export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: Str
     for (const ch of batch.changes) {
       assertCommittablePath(ch.path);
       const q = quotePath(ch.path);
-      if (ch.bytes === null) {
+      const bytes = ch.bytes; // once: it may be read from the outbox on access
+      if (bytes === null) {
         yield Buffer.concat([text('D '), q, text('\n')]);
       } else {
-        yield Buffer.concat([text(`M ${batchModes.get(ch.path)!} inline `), q, text(`\ndata ${ch.bytes.length}\n`)]);
-        yield ch.bytes;
+        yield Buffer.concat([text(`M ${batchModes.get(ch.path)!} inline `), q, text(`\ndata ${bytes.length}\n`)]);
+        yield bytes;
         yield text('\n');
       }
     }

@@ -37,7 +37,7 @@ import { SCRATCH_REF } from './inspect.js';
 const ARGS = ['fast-import', '--quiet', '--force'];
 /** Chains one fast-import writes before it is retired (its packs stay `.keep` until then). */
 export const MAX_CHAINS = 25;
-/** A chain with more queued bytes than this retires its fast-import afterwards. */
+/** A chain whose stream is larger than this retires its fast-import afterwards. */
 const LARGE_CHAIN_BYTES = 8 * 1024 * 1024;
 
 export type ChainImport = { ok: true; marks: string[] } | { ok: false; result?: GitResult; reason: string };
@@ -104,8 +104,12 @@ export function acquireImporter(runner: GitRunner, vault: string, env: Record<st
     readLine: () => p.readLine(),
     fail,
     chain: async (batches, plan) => {
+      let bytes = 0;
       try {
-        await writeChainStream(batches, { ...plan, ref: SCRATCH_REF, session: true }, (chunk) => p.writeAsync(chunk));
+        await writeChainStream(batches, { ...plan, ref: SCRATCH_REF, session: true }, (chunk) => {
+          bytes += chunk.length;
+          return p.writeAsync(chunk);
+        });
       } catch (err) {
         release(runner, key, p, false);
         throw err;
@@ -120,8 +124,6 @@ export function acquireImporter(runner: GitRunner, vault: string, env: Record<st
         release(runner, key, p, false);
         return { ok: false, reason: `fast-import returned unexpected commit ids for ${batches.length} batches: ${marks[0]?.slice(0, 200) ?? ''}` };
       }
-      let bytes = 0;
-      for (const b of batches) for (const c of b.changes) bytes += c.bytes?.length ?? 0;
       release(runner, key, p, p.uses < MAX_CHAINS && bytes <= LARGE_CHAIN_BYTES);
       return { ok: true, marks };
     },

@@ -29,8 +29,12 @@ export type GitState =
 export interface BatchChange {
   /** Vault-relative, '/' separators, already validated by the caller. */
   path: string;
-  /** Exact bytes to commit; null = deletion. */
-  bytes: Buffer | null;
+  /**
+   * Exact bytes to commit; null = deletion. May be a getter that reads them
+   * from the outbox on each access (a large chain, see outbox.ts): read it
+   * once per use and do not keep it.
+   */
+  readonly bytes: Buffer | null;
 }
 
 export interface BatchForCommit {
