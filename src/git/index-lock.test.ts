@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 import { GitRunner } from './runner.js';
 import { commitBatch } from './checkpoint.js';
 import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
@@ -67,5 +68,40 @@ describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', (
     expect(out.state).toBe('committed');
     expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(false);
     expect(ugit(sb, vault, ['status', '--porcelain', '--', 'a.md'])).toBe('');
+  });
+
+  it('the lock never exists without its marker, even for a moment (a kill then could leave a lock no run may clear)', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const lock = join(gitDir, 'index.lock');
+    const dist = pathToFileURL(join(process.cwd(), 'dist', 'git', 'index-lock.js')).href;
+    // A Node process takes and releases the lock over and over; this one watches the file meanwhile.
+    const code = `const { holdIndexLock } = await import(${JSON.stringify(dist)});
+      const end = Date.now() + 1500;
+      while (Date.now() < end) { const h = await holdIndexLock(${JSON.stringify(gitDir)}); if (h.ok) await h.lock.release(); }`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: 'ignore' });
+    const exited = new Promise((r) => child.on('close', r));
+    let seen = 0;
+    let unmarked = 0;
+    let done = false;
+    void exited.then(() => (done = true));
+    while (!done) {
+      let text: string | null = null;
+      try {
+        text = readFileSync(lock, 'utf8');
+      } catch {
+        /* not held right now */
+      }
+      if (text !== null) {
+        seen++;
+        if (!/^knowledge-index-lock \d+ \S+\n$/.test(text)) unmarked++;
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(seen).toBeGreaterThan(20);
+    expect(unmarked).toBe(0);
+    expect(existsSync(lock)).toBe(false);
+    expect(existsSync(join(gitDir, 'knowledge-index-lock.marker'))).toBe(false);
   });
 });

@@ -15,7 +15,7 @@
  * Knowledge's own crash leftover and is cleared on the next attempt; a lock
  * without that marker is never touched [GIT-19].
  */
-import { copyFile, open, readFile, rename, unlink } from 'node:fs/promises';
+import { copyFile, link, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
 
@@ -56,8 +56,37 @@ export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
 export async function clearOwnStaleLock(gitDir: string): Promise<void> {
   const lockPath = join(gitDir, 'index.lock');
   if (await isOwnStaleLock(lockPath)) {
+    await unlink(join(gitDir, 'knowledge-index-lock.marker')).catch(() => undefined);
     await unlink(join(gitDir, 'knowledge-index.tmp')).catch(() => undefined);
     await unlink(lockPath).catch(() => undefined);
+  }
+}
+
+/**
+ * Create `index.lock` (O_EXCL semantics, like git) so that it never exists
+ * without its marker: the marker is written to a file of our own first and
+ * hard-linked into place (link fails with EEXIST like O_EXCL). Created empty
+ * and then written, a process killed in between would leave an empty lock
+ * that no later run may remove. Where hard links are not supported, the
+ * lock is created and written in place.
+ */
+async function createWithMarker(gitDir: string, lockPath: string): Promise<void> {
+  const staged = join(gitDir, 'knowledge-index-lock.marker');
+  await writeFile(staged, markerText(), { mode: 0o644 });
+  try {
+    await link(staged, lockPath);
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+  } finally {
+    await unlink(staged).catch(() => undefined);
+  }
+  const fh = await open(lockPath, 'wx', 0o644);
+  try {
+    await fh.writeFile(markerText());
+  } finally {
+    await fh.close();
   }
 }
 
@@ -67,12 +96,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
   const temp = join(gitDir, 'knowledge-index.tmp');
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      const fh = await open(lockPath, 'wx', 0o644);
-      try {
-        await fh.writeFile(markerText());
-      } finally {
-        await fh.close();
-      }
+      await createWithMarker(gitDir, lockPath);
       break;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
