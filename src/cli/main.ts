@@ -6,6 +6,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import { KnowledgeError, isKnowledgeError } from '../errors.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
@@ -443,5 +444,11 @@ function readInput(p: string, what: string): Buffer {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // A `knowledge` process favours memory over speed: V8 otherwise lets its
+  // heap grow to several times the live data before collecting (a 100k-file
+  // baseline scan: ~70 MiB live, peak RSS 420 MiB in process; with this flag
+  // 221 MiB at the same speed — BENCHMARKS.md, issue 4). Heap growth reads the
+  // flag at run time, so setting it here works for every command.
+  setFlagsFromString('--optimize-for-size');
   return run(argv);
 }
