@@ -446,7 +446,8 @@ export function stepsFor(batches: readonly BatchForCommit[], executable: Readonl
     const step = new Map<string, Entry | null>();
     for (const c of b.changes) {
       const mode = modes[i]!.get(c.path) ?? null;
-      step.set(c.path, c.bytes === null || mode === null ? null : { mode, oid: blobId(c.bytes, fmt) });
+      const bytes = mode === null ? null : c.bytes; // read once: it may come from the outbox on access
+      step.set(c.path, bytes === null || mode === null ? null : { mode, oid: blobId(bytes, fmt) });
     }
     return step;
   });

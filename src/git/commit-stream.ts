@@ -7,7 +7,7 @@
  * byte-identical to one written before a crash [GIT-6].
  */
 import { createHash } from 'node:crypto';
-import type { BatchForCommit } from './types.js';
+import { isDeletion, type BatchForCommit } from './types.js';
 
 export const KNOWLEDGE_IDENT = 'Knowledge <knowledge@localhost>';
 
@@ -108,7 +108,7 @@ export function chainModes(batches: readonly BatchForCommit[], executable: Reado
   return batches.map((batch) => {
     const modes = new Map<string, '100644' | '100755' | null>();
     for (const ch of batch.changes) {
-      if (ch.bytes === null) {
+      if (isDeletion(ch)) {
         exec.delete(ch.path);
         modes.set(ch.path, null);
       } else modes.set(ch.path, exec.has(ch.path) ? '100755' : '100644');

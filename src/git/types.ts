@@ -35,6 +35,16 @@ export interface BatchChange {
    * once per use and do not keep it.
    */
   readonly bytes: Buffer | null;
+  /**
+   * Whether this change deletes the path, when known without reading the
+   * bytes (a lazy change sets it); see {@link isDeletion}.
+   */
+  readonly deleted?: boolean;
+}
+
+/** A deletion? Asks `deleted` first, so a lazy change's bytes are not read for it. */
+export function isDeletion(ch: BatchChange): boolean {
+  return ch.deleted ?? ch.bytes === null;
 }
 
 export interface BatchForCommit {
