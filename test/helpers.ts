@@ -62,8 +62,9 @@ export function cli(sb: Sandbox, args: string[], opts: { env?: NodeJS.ProcessEnv
     env: { ...sb.env, ...opts.env },
     input: opts.input,
     encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024, // a receipt listing 10k paths is over the 1 MiB default
   });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr + (r.signal ? `[signal ${r.signal}] ${r.error ?? ""}` : "") };
 }
 
 /** A sandbox with an initialised store at `<sandbox>/st` (the common fixture of the CLI tests). */

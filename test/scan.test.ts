@@ -562,6 +562,28 @@ describe('[SCAN-4] an open service keeps recorded metadata between scans, and it
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/d.md'], hashed: 1 });
   });
 
+  it('a vault of 10,000 files, listed and stat-ed by worker threads: the CLI and an open service see exactly the edits', async () => {
+    // Past PREFETCH_MIN_FILES recorded files, rescans walk over the workers' listings (src/scan/prefetch.ts).
+    const hh = (n: number) => n.toString(16).padStart(2, '0');
+    for (let d = 0; d < 100; d++) for (let i = 0; i < 100; i++) put(`private/pages/${hh(d)}/n-${d}-${i}.md`, `# Note ${d}/${i}\n`);
+    for (let d = 0; d < 100; d++) utimesSync(join(vault, `private/pages/${hh(d)}`), 1_700_000_000, 1_700_000_000);
+    spawnSync('find', [join(vault, 'private'), '-type', 'f', '-exec', 'touch', '-d', '@1700000000', '{}', '+']);
+    expect(scan([], NO_GIT).added).toHaveLength(10_000);
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 10_000, git: null });
+    writeFileSync(join(vault, 'private/pages/05/n-5-5.md'), '# Note 5/5, edited in place\n');
+    unlinkSync(join(vault, 'private/pages/07/n-7-7.md'));
+    renameSync(join(vault, 'private/pages/09/n-9-9.md'), join(vault, 'private/pages/0a/moved.md'));
+    put('private/pages/63/new.md', '# New\n');
+    const r = scan([], NO_GIT);
+    expect(r).toMatchObject({ modified: ['private/pages/05/n-5-5.md'], added: ['private/pages/63/new.md'], deleted: ['private/pages/07/n-7-7.md'], renamed: [{ from: 'private/pages/09/n-9-9.md', to: 'private/pages/0a/moved.md' }], unchanged: 9_997 });
+    const s = service();
+    expect(await s.scan({ caller: operator })).toMatchObject({ added: [], modified: [], deleted: [], renamed: [] });
+    writeFileSync(join(vault, 'private/pages/44/n-68-1.md'), '# Note 68/1, edited by the service\n');
+    utimesSync(join(vault, 'private/pages/44/n-68-1.md'), 1_700_000_100, 1_700_000_100); // not racy: the next scan may trust it
+    expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/pages/44/n-68-1.md'], added: [], deleted: [] });
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, modified: [], unchanged: 10_000 });
+  });
+
   // The restore below puts back the very inode, size and mtime recorded before a publication replaced the file:
   // only a copy that followed the publication (or another writer) can tell that the file changed.
   async function publishThenRestore(publisher: () => KnowledgeService | ((path: string) => void)) {

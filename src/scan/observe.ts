@@ -8,11 +8,12 @@
  * parsed here only when some file is gone (to pair renames by record id);
  * apply parses what it indexes.
  */
-import { readdirSync, type Stats } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
 import { walkPartition } from './walk.js';
+import { directFs, prefetchPartitions, PREFETCH_MIN_FILES, type WalkStat } from './prefetch.js';
 import { readStable, sleepSync } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
@@ -37,21 +38,27 @@ const STAGE_BYTES = 8 * 1024 * 1024;
 /** Pauses before each look at a recorded file the walk did not see (ms); only scans that find deletions pay them. */
 const MISSING_RECHECK_MS = [0, 20, 50, 100, 200];
 
-export function observe(
+export async function observe(
   store: Store,
   scanId: string,
   partitions: readonly PartitionId[],
   progress: ScanProgress,
   onProgress?: (p: ScanProgress) => void,
-): Observation {
+): Promise<Observation> {
   const db = store.db;
   const vault = store.paths.vault;
+  // A large rescan is mostly readdir and lstat: worker threads make them
+  // (prefetch.ts) while this thread loads what was recorded.
+  const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
+  const large = partitions.reduce((n, p) => n + (recorded.get(p) as number), 0) >= PREFETCH_MIN_FILES;
+  const listing = large ? prefetchPartitions(vault, partitions.map(partitionDir)) : null;
   // Recorded files (maybe kept from this connection's last scan): the walk marks what it sees.
   const snap = knownFiles(db, partitions);
   const stamp = snap.stamp;
   let knownCount = 0;
   for (const m of snap.byPartition.values()) knownCount += m.size;
   progress.expected = knownCount;
+  const fs = (listing && (await listing)) ?? directFs;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
   const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
   const nowNs = BigInt(Date.now()) * 1_000_000n;
@@ -127,7 +134,7 @@ export function observe(
         lastEntry = known.get(path);
         return lastEntry !== undefined;
       },
-      file: (path: string, st: Stats) => {
+      file: (path: string, st: WalkStat) => {
         const k = path === lastPath ? lastEntry : known.get(path);
         if (++progress.seen % 1024 === 0) onProgress?.(progress);
         if (isUnchanged(k, st)) {
@@ -139,7 +146,7 @@ export function observe(
       },
       diagnostic: (d) => diagnostics.push(d),
       blocked: (path) => blocked.push(path),
-    });
+    }, fs);
   }
   const unseen: string[] = [];
   for (const known of snap.byPartition.values()) for (const [path, e] of known) if (e.seen !== stamp) unseen.push(path);

@@ -28,7 +28,7 @@
 const SCANNED_EXT_RE = /\.(?:md|markdown|ya?ml)$/i;
 // One test for every ignore rule (hidden, backup/autosave, Office owner files,
 // Vim's write probe, temporary and partial downloads, SQLite files).
-const IGNORED_RE = /^\.|~$|^#.*#$|^~\$|^4913$|\.(?:swp|swo|swx|tmp|temp|bak|part|crdownload|crswap|sqlite|sqlite-wal|sqlite-shm|sqlite-journal|db-wal|db-shm)$/i;
+export const IGNORED_RE = /^\.|~$|^#.*#$|^~\$|^4913$|\.(?:swp|swo|swx|tmp|temp|bak|part|crdownload|crswap|sqlite|sqlite-wal|sqlite-shm|sqlite-journal|db-wal|db-shm)$/i;
 // C0 controls and DEL: git paths may hold them, but they cannot be shown or typed safely.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
 const CONTROL_RE = /[\u0000-\u001f\u007f]/;

@@ -5,7 +5,8 @@
  * may not read are reported and "blocked", so what Knowledge recorded under
  * them is kept rather than mistaken for deletions.
  */
-import { lstatSync, readdirSync, type Dirent, type Stats } from 'node:fs';
+import { lstatSync, readdirSync } from 'node:fs';
+import { directFs, type WalkEntry, type WalkFs, type WalkStat } from './prefetch.js';
 import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
 import type { ScanDiagnostic } from './types.js';
 
@@ -17,7 +18,7 @@ export interface WalkSink {
    */
   isKnown(path: string): boolean;
   /** A regular file and its `lstat` (number stats: no BigInt or Date work per file). */
-  file(path: string, st: Stats): void;
+  file(path: string, st: WalkStat): void;
   diagnostic(d: ScanDiagnostic): void;
   /** A path the walk could not look into or through: recorded files at or under it are kept. */
   blocked(path: string): void;
@@ -27,8 +28,11 @@ function errCode(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException).code;
 }
 
-/** Walk `<vault>/<pdir>` (pdir: 'private' or 'conversations/<sid>'). */
-export function walkPartition(vault: string, pdir: string, sink: WalkSink): void {
+/**
+ * Walk `<vault>/<pdir>` (pdir: 'private' or 'conversations/<sid>'), listing
+ * folders and stat-ing files through `fs` (prefetch.ts may have asked already).
+ */
+export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: WalkFs = directFs): void {
   const rootAbs = `${vault}/${pdir}`;
   let root;
   try {
@@ -54,9 +58,9 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink): void
     const relIn = stack.pop()!;
     const relVault = relIn === '' ? pdir : `${pdir}/${relIn}`;
     const abs = `${vault}/${relVault}`;
-    let entries: Dirent[];
+    let entries: WalkEntry[];
     try {
-      entries = readdirSync(abs, { withFileTypes: true });
+      entries = fs.readdir(abs);
     } catch (err) {
       const code = errCode(err);
       if (code === 'ENOENT' || code === 'ENOTDIR') continue; // removed while we walked: files under it are re-checked
@@ -74,7 +78,7 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink): void
       }
       const childVault = `${relVault}/${name}`;
       if (e.isFile() && sink.isKnown(childVault)) {
-        statFile(vault, childVault, sink);
+        statFile(vault, childVault, sink, fs, e);
         continue;
       }
       if (isIgnoredName(name)) continue;
@@ -99,16 +103,16 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink): void
         sink.diagnostic({ path: childVault, code: 'invalid-name', reason: `${problem}; not checkpointed` });
         continue;
       }
-      statFile(vault, childVault, sink);
+      statFile(vault, childVault, sink, fs, e);
     }
   }
 }
 
 /** lstat one file the walk listed as a regular file and hand it to the sink (or report what it became). */
-function statFile(vault: string, childVault: string, sink: WalkSink): void {
-  let st: Stats | undefined;
+function statFile(vault: string, childVault: string, sink: WalkSink, fs: WalkFs, entry: WalkEntry): void {
+  let st: WalkStat | undefined;
   try {
-    st = lstatSync(`${vault}/${childVault}`, { throwIfNoEntry: false });
+    st = fs.lstat(`${vault}/${childVault}`, entry);
   } catch (err) {
     sink.diagnostic({ path: childVault, code: 'unreadable', reason: `cannot look at this file (${errCode(err) ?? (err as Error).message})` });
     sink.blocked(childVault);

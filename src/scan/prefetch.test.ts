@@ -1,0 +1,105 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { directFs, endPrefetchWorkers, prefetchPartitions, PrefetchedFs, type WalkFs } from './prefetch.js';
+import { walkPartition } from './walk.js';
+
+/**
+ * The walk over the workers' listings (prefetch.ts) must be the walk over
+ * the file system itself: same files, same stats, same diagnostics and
+ * blocked paths, in the same order [SCAN-1, SCAN-4].
+ */
+let dir = '';
+afterEach(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = '';
+});
+afterAll(() => endPrefetchWorkers());
+
+function walkLog(vault: string, pdir: string, fs: WalkFs, known: ReadonlySet<string> = new Set()): string[] {
+  const log: string[] = [];
+  walkPartition(vault, pdir, {
+    isKnown: (p) => known.has(p),
+    file: (p, st) => log.push(`file ${p} ${st.size} ${st.mtimeMs} ${st.ino}`),
+    diagnostic: (d) => log.push(`diag ${d.code} ${d.path} ${d.reason}`),
+    blocked: (p) => log.push(`blocked ${p}`),
+  }, fs);
+  return log;
+}
+
+function tree(): string {
+  dir = mkdtempSync(join(tmpdir(), 'kn-prefetch-'));
+  const vault = join(dir, 'vault');
+  const put = (rel: string, text: string | Buffer = `# ${rel}\n`) => {
+    mkdirSync(join(vault, rel, '..'), { recursive: true });
+    writeFileSync(join(vault, rel), text);
+  };
+  for (let s = 0; s < 40; s++) for (let i = 0; i < 25; i++) put(`private/pages/${s.toString(16).padStart(2, '0')}/p-${s}-${i}.md`, 'x'.repeat(i));
+  put('private/top.md');
+  put('private/notes/deep/er/still.yaml');
+  put('private/.obsidian/workspace.md');
+  put('private/pages/00/.hidden.md');
+  put('private/pages/00/backup.md~');
+  put('private/pages/00/picture.png');
+  put('private/evidence/ab/src-1.yaml');
+  put('private/evidence/ab/src-1/original.md');
+  put('private/evidence/old-src/original.md');
+  mkdirSync(join(vault, 'private', 'empty'), { recursive: true });
+  symlinkSync('/etc/hostname', join(vault, 'private', 'pages', '01', 'link.md'));
+  symlinkSync(join(vault, 'private', 'notes'), join(vault, 'private', 'linked-dir'));
+  spawnSync('mkfifo', [join(vault, 'private', 'pages', '02', 'pipe.md')]);
+  writeFileSync(Buffer.concat([Buffer.from(join(vault, 'private', 'pages', '03') + '/bad-'), Buffer.from([0xff, 0xfe]), Buffer.from('.md')]), 'odd name\n');
+  writeFileSync(join(vault, 'private', 'pages', '03', 'ok-\uFFFD.md'), 'a real replacement character\n');
+  mkdirSync(join(vault, 'conversations', 'sess-1', 'pages'), { recursive: true });
+  put('conversations/sess-1/pages/c.md');
+  return vault;
+}
+
+describe('prefetched walk', () => {
+  it('sees exactly what the plain walk sees, in the same order, for every partition', async () => {
+    const vault = tree();
+    const known = new Set(['private/pages/00/p-0-3.md', 'private/pages/05/p-5-1.md']);
+    for (const pdir of ['private', 'conversations/sess-1']) {
+      const fs = await prefetchPartitions(vault, [pdir]);
+      expect(fs).toBeInstanceOf(PrefetchedFs);
+      expect(fs!.size).toBeGreaterThan(0); // the workers listed folders
+      const direct = walkLog(vault, pdir, directFs, known);
+      expect(direct.length).toBeGreaterThan(pdir === 'private' ? 1000 : 0);
+      expect(walkLog(vault, pdir, fs!, known)).toEqual(direct);
+      expect(fs!.size).toBe(0); // every folder the walk opened came from the workers
+    }
+    const all = walkLog(vault, 'private', directFs).join('\n');
+    for (const want of ['diag symlink private/pages/01/link.md', 'diag special-file private/pages/02/pipe.md', 'diag invalid-name private/pages/03/bad-\\xff\\xfe.md', 'file private/pages/03/ok-\uFFFD.md']) {
+      expect(all).toContain(want);
+    }
+    expect(all).not.toContain('.obsidian');
+    expect(all).not.toContain('original.md');
+  });
+
+  it('answers as the workers saw the folders; a folder asked again, or not listed, comes from the file system', async () => {
+    const vault = tree();
+    const fs = (await prefetchPartitions(vault, ['private']))!;
+    writeFileSync(join(vault, 'private', 'pages', '00', 'later.md'), 'later\n');
+    const log = walkLog(vault, 'private', fs);
+    // The listing of pages/00 was taken before later.md existed (as if the walk had passed it): the next scan sees it.
+    expect(log.some((l) => l.startsWith('file private/pages/00/p-0-1.md 1 '))).toBe(true);
+    expect(log.some((l) => l.startsWith('file private/pages/00/later.md'))).toBe(false);
+    expect(fs.readdir(join(vault, 'private', 'pages', '00')).map((e) => e.name)).toContain('later.md');
+  });
+
+  it('errors the workers met are raised with their codes, as the file system would', () => {
+    const vault = '/nonexistent-vault';
+    const fs = new PrefetchedFs([
+      { abs: `${vault}/private`, code: null, names: 'locked\0a.md\0gone.md', types: new Uint8Array([2, 1, 1]), stats: new Float64Array([0, 0, 0, 0, 1, 5, 1000, 42, -1, 0, 0, 0]), errors: null },
+      { abs: `${vault}/private/locked`, code: 'EACCES', names: '', types: null, stats: null, errors: null },
+    ]);
+    expect(walkLog(vault, 'private', fs)).toEqual([]); // the partition folder itself is looked at directly: absent
+    const entries = fs.readdir(`${vault}/private`);
+    expect(entries.map((e) => [e.name, e.isFile(), e.isDirectory()])).toEqual([['locked', false, true], ['a.md', true, false], ['gone.md', true, false]]);
+    expect(fs.lstat(`${vault}/private/a.md`, entries[1])).toMatchObject({ size: 5, mtimeMs: 1000, ino: 42 });
+    expect(fs.lstat(`${vault}/private/gone.md`, entries[2])).toBeUndefined();
+    expect(() => fs.readdir(`${vault}/private/locked`)).toThrow(expect.objectContaining({ code: 'EACCES' }));
+  });
+});
