@@ -49,7 +49,8 @@ describe('GitRunner', () => {
       const name = await runner.run(['config', '--get', 'user.name'], { cwd: vault });
       expect(name.stdout.toString()).not.toContain('Leaked');
       const env = runner.buildEnv();
-      expect(Object.keys(env).filter((k) => !['PATH', 'HOME', 'LC_ALL', 'LANG'].includes(k) && !k.startsWith('GIT_'))).toEqual([]);
+      expect(Object.keys(env).filter((k) => !['PATH', 'HOME', 'LC_ALL', 'LANG', 'MALLOC_TOP_PAD_'].includes(k) && !k.startsWith('GIT_'))).toEqual([]);
+      expect(env.MALLOC_TOP_PAD_).toBe(String(16 * 1024 * 1024)); // ours (runner.ts), never the caller's
       expect(env.GIT_DIR).toBeUndefined();
       expect(env.GIT_INDEX_FILE).toBeUndefined();
     } finally {

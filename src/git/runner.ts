@@ -129,6 +129,11 @@ export class GitRunner {
       GIT_AUTHOR_EMAIL: 'knowledge@localhost',
       GIT_COMMITTER_NAME: 'Knowledge',
       GIT_COMMITTER_EMAIL: 'knowledge@localhost',
+      // glibc's malloc otherwise gives memory back to the system after almost
+      // every object (a brk call each way): measured on a 100k-blob
+      // fast-import, 209,791 brk calls, 4.5 s (2.8 s system time); with 16 MiB
+      // of top padding 1.7 s, same peak RSS. Other C libraries ignore it.
+      MALLOC_TOP_PAD_: String(16 * 1024 * 1024),
     };
     return { ...env, ...(extra ?? {}) };
   }
