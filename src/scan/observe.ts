@@ -38,13 +38,13 @@ const STAGE_BYTES = 8 * 1024 * 1024;
 /** Pauses before each look at a recorded file the walk did not see (ms); only scans that find deletions pay them. */
 const MISSING_RECHECK_MS = [0, 20, 50, 100, 200];
 
-export async function observe(
+export function observe(
   store: Store,
   scanId: string,
   partitions: readonly PartitionId[],
   progress: ScanProgress,
   onProgress?: (p: ScanProgress) => void,
-): Promise<Observation> {
+): Observation {
   const db = store.db;
   const vault = store.paths.vault;
   // A large rescan is mostly readdir and lstat: worker threads make them
@@ -58,7 +58,7 @@ export async function observe(
   let knownCount = 0;
   for (const m of snap.byPartition.values()) knownCount += m.size;
   progress.expected = knownCount;
-  const fs = (listing && (await listing)) ?? directFs;
+  const fs = listing ?? directFs;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
   const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
   const nowNs = BigInt(Date.now()) * 1_000_000n;

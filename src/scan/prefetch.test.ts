@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { MessageChannel } from 'node:worker_threads';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,13 +63,14 @@ describe('prefetched walk', () => {
     const vault = tree();
     const known = new Set(['private/pages/00/p-0-3.md', 'private/pages/05/p-5-1.md']);
     for (const pdir of ['private', 'conversations/sess-1']) {
-      const fs = await prefetchPartitions(vault, [pdir]);
+      const fs = prefetchPartitions(vault, [pdir]);
       expect(fs).toBeInstanceOf(PrefetchedFs);
-      expect(fs!.size).toBeGreaterThan(0); // the workers listed folders
       const direct = walkLog(vault, pdir, directFs, known);
       expect(direct.length).toBeGreaterThan(pdir === 'private' ? 1000 : 0);
       expect(walkLog(vault, pdir, fs!, known)).toEqual(direct);
-      expect(fs!.size).toBe(0); // every folder the walk opened came from the workers
+      expect(fs!.directReads).toBe(0); // every folder the walk opened came from the workers
+      fs!.finish();
+      expect(fs!.size).toBe(0); // and they sent nothing the walk did not use
     }
     const all = walkLog(vault, 'private', directFs).join('\n');
     for (const want of ['diag symlink private/pages/01/link.md', 'diag special-file private/pages/02/pipe.md', 'diag invalid-name private/pages/03/bad-\\xff\\xfe.md', 'file private/pages/03/ok-\uFFFD.md']) {
@@ -80,13 +82,16 @@ describe('prefetched walk', () => {
 
   it('answers as the workers saw the folders; a folder asked again, or not listed, comes from the file system', async () => {
     const vault = tree();
-    const fs = (await prefetchPartitions(vault, ['private']))!;
+    const fs = prefetchPartitions(vault, ['private'])!;
+    fs.finish(); // every listing taken before the change below
+    expect(fs.size).toBeGreaterThan(40);
     writeFileSync(join(vault, 'private', 'pages', '00', 'later.md'), 'later\n');
     const log = walkLog(vault, 'private', fs);
     // The listing of pages/00 was taken before later.md existed (as if the walk had passed it): the next scan sees it.
     expect(log.some((l) => l.startsWith('file private/pages/00/p-0-1.md 1 '))).toBe(true);
     expect(log.some((l) => l.startsWith('file private/pages/00/later.md'))).toBe(false);
     expect(fs.readdir(join(vault, 'private', 'pages', '00')).map((e) => e.name)).toContain('later.md');
+    expect(fs.directReads).toBe(1);
   });
 
   it('errors the workers met are raised with their codes, as the file system would', () => {
@@ -101,5 +106,32 @@ describe('prefetched walk', () => {
     expect(fs.lstat(`${vault}/private/a.md`, entries[1])).toMatchObject({ size: 5, mtimeMs: 1000, ino: 42 });
     expect(fs.lstat(`${vault}/private/gone.md`, entries[2])).toBeUndefined();
     expect(() => fs.readdir(`${vault}/private/locked`)).toThrow(expect.objectContaining({ code: 'EACCES' }));
+  });
+
+  it('a partition folder that is a symlink is never followed by the workers either', () => {
+    const vault = tree();
+    const outside = join(dir, 'outside');
+    mkdirSync(join(outside, 'deep'), { recursive: true });
+    writeFileSync(join(outside, 'deep', 'secret.md'), 'outside the vault\n');
+    mkdirSync(join(vault, 'conversations', 'sess-2', '..'), { recursive: true });
+    symlinkSync(outside, join(vault, 'conversations', 'sess-2'));
+    expect(prefetchPartitions(vault, ['conversations/sess-2'])).toBeNull();
+    const fs = prefetchPartitions(vault, ['conversations/sess-2', 'conversations/sess-1'])!;
+    fs.finish();
+    expect(fs.size).toBeGreaterThan(0);
+    expect(walkLog(vault, 'conversations/sess-2', fs)).toEqual(['diag symlink conversations/sess-2 the partition folder is a symbolic link; it is not followed', 'blocked conversations/sess-2']);
+    for (const l of [...(fs as unknown as { listings: Map<string, unknown> }).listings.keys()]) expect(l).not.toContain('sess-2');
+  });
+
+  it('a worker that never answers holds the walk up for the stall limit only, then the file system answers', () => {
+    const vault = tree();
+    const { port1, port2 } = new MessageChannel();
+    const fs = new PrefetchedFs([], [port1], new Int32Array(new SharedArrayBuffer(4)), 300);
+    const t0 = performance.now();
+    const log = walkLog(vault, 'conversations/sess-1', fs);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+    expect(log).toEqual(walkLog(vault, 'conversations/sess-1', directFs));
+    expect(fs.directReads).toBe(2); // both folders, after giving up once
+    port2.close();
   });
 });

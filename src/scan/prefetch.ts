@@ -10,13 +10,21 @@
  * workers did not see. The workers' own folder rule only saves work: the
  * walk alone decides what is looked at.
  *
+ * The walk does not wait for all of it: each worker sends its listings as it
+ * goes, in the order the walk will want them (both walk depth-first the same
+ * way), and the walk takes them as they come — `receiveMessageOnPort`, with
+ * `Atomics.wait` on a shared counter while the folder it needs is on its way.
+ * So listing and walking overlap. A folder no worker will send is read from
+ * the file system once the workers are done; if no answer comes for
+ * STALL_MS, the rest of the walk asks the file system itself.
+ *
  * The workers are started with the first large scan and kept, unreferenced
  * (they never keep a process alive), until 30 s after their last use.
  * Anything going wrong with them means the plain walk.
  */
 import { availableParallelism } from 'node:os';
 import { lstatSync, readdirSync } from 'node:fs';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { IGNORED_RE, isSkippedDir } from './scope.js';
 
 /** What the walk reads from the file system (Node's `Dirent` and `Stats` fit). */
@@ -53,6 +61,10 @@ export const PREFETCH_MIN_FILES = 10_000;
 const IDLE_MS = 30_000;
 /** Folders handed out per worker (more than one each, so uneven folders even out). */
 const TASKS_PER_WORKER = 8;
+/** A worker sends its listings once this many entries are ready (and at the end of each task). */
+const SEND_ENTRIES = 512;
+/** With no word from any worker for this long, the walk stops waiting for them. */
+const STALL_MS = 5_000;
 
 // Entry types and stat kinds in the workers' answers.
 const T_FILE = 1;
@@ -73,58 +85,74 @@ const { parentPort } = require('node:worker_threads');
 const { readdirSync, lstatSync } = require('node:fs');
 parentPort.on('message', (job) => {
   const ignored = new RegExp(job.ignored, job.ignoredFlags);
+  const signal = new Int32Array(job.signal);
   const skip = (relIn) => {
     const segs = relIn.split('/');
     if (segs.some((s) => ignored.test(s))) return true;
     if (segs[0] !== 'evidence' || segs.length < 2) return false;
     return segs.length >= 3 || !/^[0-9a-f]{2}$/.test(segs[1]);
   };
-  const out = [];
-  for (const task of job.tasks) {
-    const stack = [task.relIn];
-    while (stack.length > 0) {
-      const relIn = stack.pop();
-      const rel = relIn === '' ? task.pdir : task.pdir + '/' + relIn;
-      const abs = job.vault + '/' + rel;
-      let entries;
-      try {
-        entries = readdirSync(abs, { withFileTypes: true });
-      } catch (e) {
-        out.push({ abs, code: String(e && e.code || e), names: '', types: null, stats: null, errors: null });
-        continue;
+  let out = [];
+  let entries = 0;
+  const send = (done) => {
+    job.port.postMessage({ listings: out, done });
+    out = [];
+    entries = 0;
+    Atomics.add(signal, 0, 1);
+    Atomics.notify(signal, 0);
+  };
+  try {
+    for (const task of job.tasks) {
+      const stack = [task.relIn];
+      while (stack.length > 0) {
+        const relIn = stack.pop();
+        const rel = relIn === '' ? task.pdir : task.pdir + '/' + relIn;
+        const abs = job.vault + '/' + rel;
+        let list;
+        try {
+          list = readdirSync(abs, { withFileTypes: true });
+        } catch (e) {
+          out.push({ abs, code: String((e && e.code) || e), names: '', types: null, stats: null, errors: null });
+          continue;
+        }
+        const types = new Uint8Array(list.length);
+        const stats = new Float64Array(list.length * 4);
+        let errors = null;
+        const names = [];
+        for (let i = 0; i < list.length; i++) {
+          const e = list[i];
+          names.push(e.name);
+          if (e.isFile()) {
+            types[i] = ${T_FILE};
+            let st;
+            try {
+              st = lstatSync(abs + '/' + e.name, { throwIfNoEntry: false });
+            } catch (err) {
+              stats[i * 4] = ${K_ERROR};
+              (errors ??= {})[i] = String((err && err.code) || err);
+              continue;
+            }
+            if (!st) { stats[i * 4] = ${K_GONE}; continue; }
+            stats[i * 4] = st.isFile() ? 1 : st.isSymbolicLink() ? 2 : st.isDirectory() ? 3 : 4;
+            stats[i * 4 + 1] = st.size;
+            stats[i * 4 + 2] = st.mtimeMs;
+            stats[i * 4 + 3] = st.ino;
+          } else if (e.isDirectory()) {
+            types[i] = ${T_DIR};
+            const child = relIn === '' ? e.name : relIn + '/' + e.name;
+            if (task.recursive && !skip(child)) stack.push(child);
+          } else if (e.isSymbolicLink()) types[i] = ${T_LINK};
+        }
+        out.push({ abs, code: null, names: names.join('\\0'), types, stats, errors });
+        entries += list.length + 1;
+        if (entries >= ${SEND_ENTRIES}) send(false);
       }
-      const types = new Uint8Array(entries.length);
-      const stats = new Float64Array(entries.length * 4);
-      let errors = null;
-      const names = [];
-      for (let i = 0; i < entries.length; i++) {
-        const e = entries[i];
-        names.push(e.name);
-        if (e.isFile()) {
-          types[i] = ${T_FILE};
-          let st;
-          try {
-            st = lstatSync(abs + '/' + e.name, { throwIfNoEntry: false });
-          } catch (err) {
-            stats[i * 4] = ${K_ERROR};
-            (errors ??= {})[i] = String(err && err.code || err);
-            continue;
-          }
-          if (!st) { stats[i * 4] = ${K_GONE}; continue; }
-          stats[i * 4] = st.isFile() ? 1 : st.isSymbolicLink() ? 2 : st.isDirectory() ? 3 : 4;
-          stats[i * 4 + 1] = st.size;
-          stats[i * 4 + 2] = st.mtimeMs;
-          stats[i * 4 + 3] = st.ino;
-        } else if (e.isDirectory()) {
-          types[i] = ${T_DIR};
-          const child = relIn === '' ? e.name : relIn + '/' + e.name;
-          if (task.recursive && !skip(child)) stack.push(child);
-        } else if (e.isSymbolicLink()) types[i] = ${T_LINK};
-      }
-      out.push({ abs, code: null, names: names.join('\\0'), types, stats, errors });
+      send(false);
     }
+  } finally {
+    send(true);
+    job.port.close();
   }
-  parentPort.postMessage(out);
 });
 `;
 
@@ -170,19 +198,76 @@ function errorWithCode(code: string, abs: string): Error {
 /** A `WalkFs` answering from the workers' listings, and from the file system for the rest. */
 export class PrefetchedFs implements WalkFs {
   private readonly listings = new Map<string, Listing>();
+  private open: number;
 
-  constructor(listings: Iterable<Listing>) {
+  /**
+   * `ports`: one per worker, each sending `{ listings, done }` messages and
+   * counting them in `signal[0]`. Without ports: the listings given.
+   */
+  constructor(
+    listings: Iterable<Listing>,
+    private readonly ports: MessagePort[] = [],
+    private readonly signal = new Int32Array(new SharedArrayBuffer(4)),
+    private readonly stallMs = STALL_MS,
+  ) {
     for (const l of listings) this.listings.set(l.abs, l);
+    this.open = ports.length;
   }
 
-  /** Folders the workers listed (tests). */
+  /** Folders listed and not yet walked (tests). */
   get size(): number {
     return this.listings.size;
   }
 
+  /** Wait until every worker has sent everything (tests). */
+  finish(): void {
+    while (this.open > 0) this.next();
+  }
+
+  /** Take every message that has arrived; false when there was none. */
+  private pump(): boolean {
+    let got = false;
+    for (const port of this.ports) {
+      for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
+        got = true;
+        const msg = m.message as { listings: Listing[]; done: boolean };
+        for (const l of msg.listings) this.listings.set(l.abs, l);
+        if (msg.done) this.open--;
+      }
+    }
+    return got;
+  }
+
+  /** Block until some worker sends something (or give up on them after STALL_MS). */
+  private next(): void {
+    const seen = Atomics.load(this.signal, 0);
+    if (this.pump()) return;
+    if (Atomics.wait(this.signal, 0, seen, this.stallMs) === 'timed-out' && !this.pump()) this.giveUp();
+  }
+
+  private giveUp(): void {
+    this.open = 0;
+    for (const port of this.ports) port.close();
+  }
+
+  /** The listing of `abs`, waiting for it while some worker may still send it. */
+  private listing(abs: string): Listing | undefined {
+    for (;;) {
+      const l = this.listings.get(abs);
+      if (l || this.open === 0) return l;
+      this.next();
+    }
+  }
+
+  /** Folders read from the file system because no worker listed them (tests). */
+  directReads = 0;
+
   readdir(abs: string): WalkEntry[] {
-    const l = this.listings.get(abs);
-    if (!l) return directFs.readdir(abs);
+    const l = this.listing(abs);
+    if (!l) {
+      this.directReads++;
+      return directFs.readdir(abs);
+    }
     this.listings.delete(abs); // each folder is walked once; a second look asks the file system
     if (l.code !== null) throw errorWithCode(l.code, abs);
     if (l.names === '') return [];
@@ -226,41 +311,12 @@ function workers(): Worker[] {
   return pool;
 }
 
-/** Ask one worker to walk `tasks`; rejects when it fails or exits. */
-function ask(w: Worker, job: unknown): Promise<Listing[]> {
-  return new Promise((resolve, reject) => {
-    const done = () => {
-      w.off('message', onMessage);
-      w.off('error', onError);
-      w.off('exit', onExit);
-      w.unref();
-    };
-    const onMessage = (m: Listing[]) => {
-      done();
-      resolve(m);
-    };
-    const onError = (e: Error) => {
-      done();
-      reject(e);
-    };
-    const onExit = (code: number) => {
-      done();
-      reject(new Error(`stat worker exited (${code})`));
-    };
-    w.on('message', onMessage);
-    w.on('error', onError);
-    w.on('exit', onExit);
-    w.ref(); // keep the process alive while it works for us
-    w.postMessage(job);
-  });
-}
-
 /**
- * List the partition folders `pdirs` of `vault` on worker threads, or null
- * when that is not worth it (one core) or fails. The caller walks with the
- * result; see the header.
+ * Start listing the partition folders `pdirs` of `vault` on worker threads,
+ * or return null when that is not worth it (one core) or fails. The caller
+ * walks with the result; see the header.
  */
-export async function prefetchPartitions(vault: string, pdirs: readonly string[]): Promise<PrefetchedFs | null> {
+export function prefetchPartitions(vault: string, pdirs: readonly string[]): PrefetchedFs | null {
   if (availableParallelism() < 2) return null;
   let ws: Worker[];
   try {
@@ -269,11 +325,21 @@ export async function prefetchPartitions(vault: string, pdirs: readonly string[]
     return null;
   }
   // Hand out folders a level or two down (e.g. private/pages/<hh>), so each
-  // worker gets several: found here breadth-first until there are enough.
-  // A folder opened here is still listed by a worker, without its subfolders
+  // worker gets several: found here breadth-first until there are enough. A
+  // folder opened here is still listed by a worker, without its subfolders
   // (they are tasks of their own).
-  const tasks: Array<{ pdir: string; relIn: string; recursive: boolean }> = [];
-  let frontier = pdirs.map((pdir) => ({ pdir, relIn: '', recursive: true }));
+  const key = (pdir: string, relIn: string) => `${pdir}\0${relIn}`;
+  // A partition folder that is not a real folder (a symlink above all) is the
+  // walk's to report; the workers must not follow it out of the vault.
+  const real = pdirs.filter((pdir) => {
+    try {
+      return lstatSync(`${vault}/${pdir}`).isDirectory();
+    } catch {
+      return false;
+    }
+  });
+  const opened = new Map<string, string[]>();
+  let frontier = real.map((pdir) => ({ pdir, relIn: '' }));
   const want = ws.length * TASKS_PER_WORKER;
   for (let depth = 0; depth < 3 && frontier.length > 0 && frontier.length < want; depth++) {
     const next: typeof frontier = [];
@@ -283,35 +349,49 @@ export async function prefetchPartitions(vault: string, pdirs: readonly string[]
       try {
         dirs = readdirSync(abs, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
       } catch {
-        continue; // the walk reports it
+        continue; // a task of its own: a worker meets the same error and the walk reports it
       }
-      tasks.push({ ...t, recursive: false });
-      // This folder's own files are left to the walk; its subfolders go on.
+      const kids: string[] = [];
       for (const d of dirs) {
         const relIn = t.relIn === '' ? d : `${t.relIn}/${d}`;
-        if (!isSkippedDir(relIn)) next.push({ pdir: t.pdir, relIn, recursive: true });
+        if (!isSkippedDir(relIn)) kids.push(relIn);
       }
+      opened.set(key(t.pdir, t.relIn), kids);
+      for (const relIn of kids) next.push({ pdir: t.pdir, relIn });
     }
     frontier = next;
   }
-  tasks.push(...frontier);
+  // Tasks in the order the walk (walk.ts) opens folders: depth-first, the
+  // last subfolder listed first. Dealt out in turn, so the walk's next
+  // folder is usually the next one some worker sends.
+  const tasks: Array<{ pdir: string; relIn: string; recursive: boolean }> = [];
+  const visit = (pdir: string, relIn: string): void => {
+    const kids = opened.get(key(pdir, relIn));
+    tasks.push({ pdir, relIn, recursive: kids === undefined });
+    for (let i = (kids?.length ?? 0) - 1; i >= 0; i--) visit(pdir, kids![i]!);
+  };
+  for (const pdir of real) visit(pdir, '');
   if (tasks.length === 0) return null;
   const shares: Array<typeof tasks> = ws.map(() => []);
   tasks.forEach((t, i) => shares[i % ws.length]!.push(t));
+  const signal = new Int32Array(new SharedArrayBuffer(4));
+  const ports: MessagePort[] = [];
   try {
-    const answers = await Promise.all(
-      ws.map((w, i) => (shares[i]!.length === 0 ? Promise.resolve([]) : ask(w, { vault, tasks: shares[i], ignored: IGNORED_RE.source, ignoredFlags: IGNORED_RE.flags }))),
-    );
-    return new PrefetchedFs(answers.flat());
+    ws.forEach((w, i) => {
+      if (shares[i]!.length === 0) return;
+      const { port1, port2 } = new MessageChannel();
+      ports.push(port1);
+      w.postMessage({ vault, tasks: shares[i], ignored: IGNORED_RE.source, ignoredFlags: IGNORED_RE.flags, signal: signal.buffer, port: port2 }, [port2]);
+    });
   } catch {
+    for (const p of ports) p.close();
     endPool();
     return null;
-  } finally {
-    if (pool && !idleTimer) {
-      idleTimer = setTimeout(endPool, IDLE_MS);
-      idleTimer.unref();
-    }
   }
+  if (idleTimer) clearTimeout(idleTimer);
+  idleTimer = setTimeout(endPool, IDLE_MS);
+  idleTimer.unref();
+  return new PrefetchedFs([], ports, signal);
 }
 
 /** End the workers now (tests; a process may also simply exit). */

@@ -56,7 +56,7 @@ export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions
   db.pragma('synchronous = NORMAL');
   let seen: Observation;
   try {
-    seen = await observe(store, scanId, partitions, progress, opts.onProgress);
+    seen = observe(store, scanId, partitions, progress, opts.onProgress);
   } catch (err) {
     db.prepare('DELETE FROM scan_staging WHERE scan_id = ?').run(scanId);
     throw err;
