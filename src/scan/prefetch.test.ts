@@ -123,6 +123,21 @@ describe('prefetched walk', () => {
     for (const l of [...(fs as unknown as { listings: Map<string, unknown> }).listings.keys()]) expect(l).not.toContain('sess-2');
   });
 
+  it('works in a process started with --input-type=module: the workers do not inherit its flags', () => {
+    const vault = tree();
+    const dist = new URL('../../dist/scan/', import.meta.url).href;
+    const code = `const { prefetchPartitions } = await import('${dist}prefetch.js');
+      const { walkPartition } = await import('${dist}walk.js');
+      const fs = prefetchPartitions(${JSON.stringify(vault)}, ['private']);
+      let files = 0;
+      walkPartition(${JSON.stringify(vault)}, 'private', { isKnown: () => false, file: () => files++, diagnostic: () => {}, blocked: () => {} }, fs);
+      console.log(JSON.stringify({ files, directReads: fs.directReads }));`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const files = walkLog(vault, 'private', directFs).filter((l) => l.startsWith('file ')).length;
+    expect(JSON.parse(r.stdout)).toEqual({ files, directReads: 0 }); // a worker that failed to start would leave the walk to the file system
+  });
+
   it('a worker that never answers holds the walk up for the stall limit only, then the file system answers', () => {
     const vault = tree();
     const { port1, port2 } = new MessageChannel();

@@ -302,7 +302,8 @@ function workers(): Worker[] {
   if (!pool) {
     const n = Math.min(4, availableParallelism());
     pool = Array.from({ length: n }, () => {
-      const w = new Worker(WORKER_SOURCE, { eval: true });
+      // execArgv: [] — the source is CommonJS even in a process started with --input-type=module.
+      const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [] });
       w.unref();
       w.on('error', () => endPool());
       return w;
