@@ -123,30 +123,34 @@ export function observe(
     }
   };
 
-  for (const p of partitions) {
-    const known = snap.byPartition.get(p)!;
-    // The walk asks whether a path is recorded and then hands over its stat: one lookup for both.
-    let lastPath = '';
-    let lastEntry: KnownEntry | undefined;
-    walkPartition(vault, partitionDir(p), {
-      isKnown: (path) => {
-        lastPath = path;
-        lastEntry = known.get(path);
-        return lastEntry !== undefined;
-      },
-      file: (path: string, st: WalkStat) => {
-        const k = path === lastPath ? lastEntry : known.get(path);
-        if (++progress.seen % 1024 === 0) onProgress?.(progress);
-        if (isUnchanged(k, st)) {
-          k!.seen = stamp;
-          unchanged++;
-          return;
-        }
-        if (readChanged(path, k !== undefined) && k !== undefined) k.seen = stamp;
-      },
-      diagnostic: (d) => diagnostics.push(d),
-      blocked: (path) => blocked.push(path),
-    }, fs);
+  try {
+    for (const p of partitions) {
+      const known = snap.byPartition.get(p)!;
+      // The walk asks whether a path is recorded and then hands over its stat: one lookup for both.
+      let lastPath = '';
+      let lastEntry: KnownEntry | undefined;
+      walkPartition(vault, partitionDir(p), {
+        isKnown: (path) => {
+          lastPath = path;
+          lastEntry = known.get(path);
+          return lastEntry !== undefined;
+        },
+        file: (path: string, st: WalkStat) => {
+          const k = path === lastPath ? lastEntry : known.get(path);
+          if (++progress.seen % 1024 === 0) onProgress?.(progress);
+          if (isUnchanged(k, st)) {
+            k!.seen = stamp;
+            unchanged++;
+            return;
+          }
+          if (readChanged(path, k !== undefined) && k !== undefined) k.seen = stamp;
+        },
+        diagnostic: (d) => diagnostics.push(d),
+        blocked: (path) => blocked.push(path),
+      }, fs);
+    }
+  } finally {
+    listing?.close(); // what the workers still send is not needed
   }
   const unseen: string[] = [];
   for (const known of snap.byPartition.values()) for (const [path, e] of known) if (e.seen !== stamp) unseen.push(path);

@@ -246,6 +246,11 @@ export class PrefetchedFs implements WalkFs {
   }
 
   private giveUp(): void {
+    this.close();
+  }
+
+  /** Stop listening: what the workers still send is dropped (the walk is over, or gave up on them). */
+  close(): void {
     this.open = 0;
     for (const port of this.ports) port.close();
   }
