@@ -12,8 +12,8 @@ import { readdirSync } from 'node:fs';
 import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
-import { walkPartition } from './walk.js';
-import { directFs, prefetchPartitions, PREFETCH_MIN_FILES, type WalkStat } from './prefetch.js';
+import { walkPartition, type WalkStat } from './walk.js';
+import { prefetchPartitions, PREFETCH_MIN_FILES } from './prefetch.js';
 import { readStable, sleepSync } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
@@ -58,7 +58,6 @@ export function observe(
   let knownCount = 0;
   for (const m of snap.byPartition.values()) knownCount += m.size;
   progress.expected = knownCount;
-  const fs = listing ?? directFs;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
   const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
   const nowNs = BigInt(Date.now()) * 1_000_000n;
@@ -147,7 +146,7 @@ export function observe(
         },
         diagnostic: (d) => diagnostics.push(d),
         blocked: (path) => blocked.push(path),
-      }, fs);
+      }, listing ?? undefined);
     }
   } finally {
     listing?.close(); // what the workers still send is not needed

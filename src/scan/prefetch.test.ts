@@ -4,8 +4,8 @@ import { MessageChannel } from 'node:worker_threads';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { directFs, endPrefetchWorkers, prefetchPartitions, PrefetchedFs, type WalkFs } from './prefetch.js';
-import { walkPartition } from './walk.js';
+import { endPrefetchWorkers, prefetchPartitions, PrefetchedFs } from './prefetch.js';
+import { directFs, walkPartition, type WalkFs } from './walk.js';
 
 /**
  * The walk over the workers' listings (prefetch.ts) must be the walk over

@@ -26,35 +26,7 @@ import { availableParallelism } from 'node:os';
 import { lstatSync, readdirSync } from 'node:fs';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { IGNORED_RE, isSkippedDir } from './scope.js';
-
-/** What the walk reads from the file system (Node's `Dirent` and `Stats` fit). */
-export interface WalkEntry {
-  readonly name: string;
-  isFile(): boolean;
-  isDirectory(): boolean;
-  isSymbolicLink(): boolean;
-}
-export interface WalkStat {
-  readonly size: number;
-  readonly mtimeMs: number;
-  readonly ino: number;
-  isFile(): boolean;
-  isSymbolicLink(): boolean;
-  isDirectory(): boolean;
-}
-export interface WalkFs {
-  readdir(abs: string): WalkEntry[];
-  /** `lstat` of `abs`, the file `entry` of the folder just listed; undefined when gone. */
-  lstat(abs: string, entry?: WalkEntry): WalkStat | undefined;
-}
-
-const LSTAT = { throwIfNoEntry: false } as const;
-
-/** The file system itself. */
-export const directFs: WalkFs = {
-  readdir: (abs) => readdirSync(abs, { withFileTypes: true }),
-  lstat: (abs) => lstatSync(abs, LSTAT),
-};
+import { directFs, type WalkEntry, type WalkFs, type WalkStat } from './walk.js';
 
 /** Below this many recorded files, the plain walk is as fast. */
 export const PREFETCH_MIN_FILES = 10_000;
@@ -242,11 +214,7 @@ export class PrefetchedFs implements WalkFs {
   private next(): void {
     const seen = Atomics.load(this.signal, 0);
     if (this.pump()) return;
-    if (Atomics.wait(this.signal, 0, seen, this.stallMs) === 'timed-out' && !this.pump()) this.giveUp();
-  }
-
-  private giveUp(): void {
-    this.close();
+    if (Atomics.wait(this.signal, 0, seen, this.stallMs) === 'timed-out' && !this.pump()) this.close();
   }
 
   /** Stop listening: what the workers still send is dropped (the walk is over, or gave up on them). */

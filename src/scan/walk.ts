@@ -6,9 +6,37 @@
  * them is kept rather than mistaken for deletions.
  */
 import { lstatSync, readdirSync } from 'node:fs';
-import { directFs, type WalkEntry, type WalkFs, type WalkStat } from './prefetch.js';
 import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
 import type { ScanDiagnostic } from './types.js';
+
+/** What the walk reads from the file system (Node's `Dirent` and `Stats` fit). */
+export interface WalkEntry {
+  readonly name: string;
+  isFile(): boolean;
+  isDirectory(): boolean;
+  isSymbolicLink(): boolean;
+}
+export interface WalkStat {
+  readonly size: number;
+  readonly mtimeMs: number;
+  readonly ino: number;
+  isFile(): boolean;
+  isSymbolicLink(): boolean;
+  isDirectory(): boolean;
+}
+export interface WalkFs {
+  readdir(abs: string): WalkEntry[];
+  /** `lstat` of `abs`, the file `entry` of the folder just listed; undefined when gone. */
+  lstat(abs: string, entry?: WalkEntry): WalkStat | undefined;
+}
+
+const LSTAT = { throwIfNoEntry: false } as const;
+
+/** The file system itself. */
+export const directFs: WalkFs = {
+  readdir: (abs) => readdirSync(abs, { withFileTypes: true }),
+  lstat: (abs) => lstatSync(abs, LSTAT),
+};
 
 export interface WalkSink {
   /**
