@@ -19,7 +19,15 @@ const RECORD_COLUMNS = 'id, partition, path, kind, title, revision, lifecycle, s
 export class RecordIndexer {
   private readonly affected = new Set<string>();
   private readonly released = new Set<string>();
-  private readonly claimed = new Set<string>();
+  /**
+   * Distinct ids claimed (a second claim of one id parks it: `moved`), and
+   * those of them that were released first: all idsChanged needs, without a
+   * set of every id a 100k baseline claims.
+   */
+  private claimedCount = 0;
+  private readonly reclaimed = new Set<string>();
+  /** A release after a claim: idsChanged answers the safe "yes". */
+  private releasedLate = false;
   private moved = false;
   private readonly s;
 
@@ -57,6 +65,7 @@ export class RecordIndexer {
       this.touched(id);
       this.affected.add(id);
       this.released.add(id);
+      if (this.claimedCount > 0) this.releasedLate = true;
     }
     const dup = this.s.dupByPath.get(path) as string | undefined;
     if (dup !== undefined) {
@@ -83,7 +92,8 @@ export class RecordIndexer {
   }
 
   private claim(row: IndexRow): void {
-    this.claimed.add(row.id);
+    this.claimedCount++;
+    if (this.released.has(row.id)) this.reclaimed.add(row.id);
     const holder = this.s.recById.get(row.id) as IndexRow | undefined;
     const dups = this.s.dupsById.all(row.id) as Array<{ path: string }>;
     if (!holder && dups.length === 0) {
@@ -136,8 +146,8 @@ export class RecordIndexer {
    * references elsewhere may have changed meaning. Call after {@link finish}.
    */
   idsChanged(): boolean {
-    if (this.moved || this.released.size !== this.claimed.size) return true;
-    for (const id of this.released) if (!this.claimed.has(id)) return true;
+    if (this.moved || this.releasedLate || this.released.size !== this.claimedCount) return true;
+    return this.reclaimed.size !== this.released.size;
     return false;
   }
 }
