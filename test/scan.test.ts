@@ -4,7 +4,7 @@
  * `knowledge scan` processes against real git and real SQLite.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { appendFileSync, chmodSync, existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -560,6 +560,37 @@ describe('[SCAN-4] an open service keeps recorded metadata between scans, and it
     writeFileSync(join(vault, 'private/d.md'), record('d', 'X'));
     utimesSync(join(vault, 'private/d.md'), 1_700_000_001, 1_700_000_001);
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/d.md'], hashed: 1 });
+  });
+
+  it('a baseline of 1,500 files: the blobs go into the repository ahead of the commit, which holds exactly the files, index in step', () => {
+    // Past PRELOAD_MIN_FILES files to write, a scan preloads their blobs on a worker thread (src/git/blob-preload.ts).
+    const text = (i: number, v = 1) => record(`rec-${i}`, `Note ${i}`, '', `Version ${v} of note ${i}.\n`);
+    for (let i = 0; i < 1500; i++) put(`private/pages/n${i % 7}/note-${i}.md`, text(i));
+    const r = scan();
+    expect(r).toMatchObject({ baseline: true, git: { state: 'committed' } });
+    expect(r.added).toHaveLength(1500);
+    expect(tree().filter((p) => p.startsWith('private/'))).toHaveLength(1500);
+    expect(userGit(sb, vault, ['show', 'main:private/pages/n6/note-1000.md'])).toBe(text(1000));
+    // A pack of blobs only, all 1,500 of them: the preload's (the commit's own pack has its trees and commit).
+    const packs = userGit(sb, vault, ['count-objects', '-v']);
+    expect(packs).toMatch(/packs: [2-9]/);
+    const blobPacks = readdirSync(join(vault, '.git/objects/pack')).filter((n) => n.endsWith('.idx')).map((idx) => {
+      const kinds = userGit(sb, vault, ['verify-pack', '-v', join(vault, '.git/objects/pack', idx)]).split('\n').map((l) => l.split(' ')[1]).filter((k) => k === 'blob' || k === 'tree' || k === 'commit');
+      return { blobs: kinds.filter((k) => k === 'blob').length, other: kinds.filter((k) => k !== 'blob').length };
+    }).filter((p) => p.other === 0);
+    expect(blobPacks.map((p) => p.blobs)).toContain(1500);
+    expect(userGitRaw(sb, vault, ['fsck', '--strict']).status).toBe(0);
+    expect(userGit(sb, vault, ['status', '--porcelain']).trim()).toBe('');
+    // A large edit later: again exactly those files, one commit.
+    for (let i = 0; i < 1200; i++) put(`private/pages/n${i % 7}/note-${i}.md`, text(i, 2));
+    const before = commits();
+    const e = scan();
+    expect(e.modified).toHaveLength(1200);
+    expect(commits()).toBe(before + 1);
+    expect(nameStatus('main')).toHaveLength(1200);
+    expect(userGit(sb, vault, ['show', 'main:private/pages/n6/note-1000.md'])).toBe(text(1000, 2));
+    expect(userGitRaw(sb, vault, ['fsck', '--strict']).status).toBe(0);
+    expect(userGit(sb, vault, ['status', '--porcelain']).trim()).toBe('');
   });
 
   it('a vault of 10,000 files, listed and stat-ed by worker threads: the CLI and an open service see exactly the edits', async () => {

@@ -12,7 +12,7 @@ import { commitChain, runIndexJob, type ChainOutcome, type IndexJob, type IndexS
 import { clearOwnStaleLock } from '../git/index-lock.js';
 import type { Step } from '../git/index-sync.js';
 import { maintainRepository } from '../git/maintenance.js';
-import type { BatchChange, BatchForCommit, GitState, PendingCode } from '../git/types.js';
+import type { BatchChange, BatchForCommit, BlobIds, GitState, PendingCode } from '../git/types.js';
 import { crashPoint } from '../faults.js';
 
 export type BatchKind = 'publication' | 'scan' | 'attachment';
@@ -82,6 +82,12 @@ export interface DrainOptions {
   maxChainBytes?: number;
   /** Skip the occasional repository maintenance (benchmarks measure it separately). */
   skipMaintenance?: boolean;
+  /**
+   * A batch whose blobs are being written into the repository ahead of its
+   * commit (blob-preload.ts): when its chain comes, the drain waits for
+   * `ready`, and if true the commit names the blobs instead of carrying them.
+   */
+  preloaded?: { batchId: number; ready: Promise<BlobIds | null> };
 }
 
 export const CHAIN_MAX_BATCHES = 500;
@@ -256,9 +262,15 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
       // Git that cannot run at all: say so without loading the queued bytes
       // (a 100k-file baseline's batch is tens of MiB).
       const det = await runner.detect();
+      const ids = opts.preloaded && chunk.some((r) => r.batch_id === opts.preloaded!.batchId) ? await opts.preloaded.ready : null;
+      const pre = ids ? new Map([[opts.preloaded!.batchId, ids]]) : undefined;
       const started = performance.now();
       const outcome: ChainOutcome = det.ok
-        ? await commitChain(runner, vault, loadBatches(chunk, bytes), { lastKnownCommit: (lastKnownStmt.get() as { commit_id: string } | undefined)?.commit_id ?? null, noEarlierAttempt: searched.has(store) })
+        ? await commitChain(runner, vault, loadBatches(chunk, bytes), {
+          lastKnownCommit: (lastKnownStmt.get() as { commit_id: string } | undefined)?.commit_id ?? null,
+          noEarlierAttempt: searched.has(store),
+          ...(pre ? { preloaded: pre } : {}),
+        })
         : { state: 'unavailable', reason: det.reason };
       const now = new Date().toISOString();
       // The search for an earlier attempt ran (or was not needed): from now on this writer's own records say it all.

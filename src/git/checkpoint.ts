@@ -22,7 +22,7 @@ import { checkUnmerged, inspectLayout, SCRATCH_REF, vaultEnv, type RepoInspectio
 import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
-import type { BatchForCommit, PendingCode } from './types.js';
+import type { BatchForCommit, BlobIds, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
 import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
@@ -73,6 +73,12 @@ export interface CommitBatchOptions {
    * since it last searched): skip the search for a previous attempt [GIT-6].
    */
   noEarlierAttempt?: boolean;
+  /**
+   * Batches whose blobs are all in the repository already (blob-preload.ts),
+   * with each path's blob id: their commits name the blobs by id. Should git
+   * not have one of them, the chain is made again with every file's bytes.
+   */
+  preloaded?: ReadonlyMap<number, BlobIds>;
   /** Test-only seams to reproduce races and crashes deterministically. */
   testHooks?: {
     /** Runs after the commit objects exist (on the scratch ref) and before the branch moves. */
@@ -253,7 +259,19 @@ export async function commitChain(
   }
   if (tip) known.set(tip, tipEntries);
   const executable = executableOf(tipEntries);
-  const imported = await fi.chain(rest, { from: tip, executable });
+  // Each new commit's entries, from its own bytes (the index update uses them too).
+  let newSteps = stepsFor(rest, executable, fmt, opts.preloaded);
+  const preloaded = opts.preloaded && rest.some((b) => opts.preloaded!.has(b.batchId))
+    ? rest.map((b, i) => (opts.preloaded!.has(b.batchId) ? newSteps[i]! : null))
+    : undefined;
+  let imported = await fi.chain(rest, { from: tip, executable, ...(preloaded ? { preloaded } : {}) });
+  if (!imported.ok && preloaded) {
+    // A preloaded blob git does not have (say, the repository was replaced
+    // meanwhile): carry the bytes, and take every id from them again (the
+    // index update and the recorded ids use these steps).
+    newSteps = stepsFor(rest, executable, fmt);
+    imported = await acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG).chain(rest, { from: tip, executable });
+  }
   if (!imported.ok) return imported.result ? failed(runner, imported.result) : pend('git-error', imported.reason);
   const marks = imported.marks;
   const last = marks[marks.length - 1]!;
@@ -265,7 +283,6 @@ export async function commitChain(
   // until the new index is in place (finishIndex), so no git command of the
   // user's can read the old index against the new tip (index-lock.ts). A
   // held lock is reported and left in place [GIT-19].
-  const newSteps = stepsFor(rest, executable, fmt);
   const held = await holdIndexLock(repo.gitDir);
   if (!held.ok) return pend('locked', held.reason);
   const gitDir = repo.gitDir;
@@ -440,12 +457,24 @@ function executableOf(entries: ReadonlyMap<string, Entry>): Set<string> {
 }
 
 /** The entries each batch commits, computed in-process (blob ids are hashes of the bytes). */
-export function stepsFor(batches: readonly BatchForCommit[], executable: ReadonlySet<string>, fmt: 'sha1' | 'sha256'): Step[] {
+export function stepsFor(
+  batches: readonly BatchForCommit[],
+  executable: ReadonlySet<string>,
+  fmt: 'sha1' | 'sha256',
+  /** Blob ids already known per batch and path (blob-preload.ts): those bytes are not read again. */
+  known?: ReadonlyMap<number, BlobIds>,
+): Step[] {
   const modes = chainModes(batches, executable);
   return batches.map((b, i) => {
     const step = new Map<string, Entry | null>();
+    const ids = known?.get(b.batchId);
     for (const c of b.changes) {
       const mode = modes[i]!.get(c.path) ?? null;
+      const oid = mode === null ? undefined : ids?.get(c.path);
+      if (oid !== undefined) {
+        step.set(c.path, { mode: mode!, oid });
+        continue;
+      }
       const bytes = mode === null ? null : c.bytes; // read once: it may come from the outbox on access
       step.set(c.path, bytes === null || mode === null ? null : { mode, oid: blobId(bytes, fmt) });
     }
@@ -518,6 +547,26 @@ async function unavailableIfGone(runner: GitRunner, p: Extract<RepoInspection, {
  * main, and an info/exclude for Knowledge's own files. Only a repository we
  * create is ever written to this way; an existing one is used as it is.
  */
+/**
+ * The repository a checkpoint of `vaultDir` would write to, created as the
+ * first content checkpoint would create it [GIT-2]; null when git cannot run
+ * or the repository is not ready for one (the checkpoint reports why).
+ * For work done ahead of a checkpoint (blob-preload.ts).
+ */
+export async function repositoryForCheckpoint(
+  runner: GitRunner,
+  vaultDir: string,
+): Promise<{ workTree: string; env: Record<string, string>; extraConfig: readonly string[]; objectFormat: 'sha1' | 'sha256' } | null> {
+  if (!(await runner.detect()).ok) return null;
+  let repo = await inspectLayout(runner, vaultDir);
+  if (repo.kind === 'absent') {
+    if (!(await createRepository(runner, vaultDir)).ok) return null;
+    repo = await inspectLayout(runner, vaultDir);
+  }
+  if (repo.kind !== 'ready') return null;
+  return { workTree: repo.workTree, env: vaultEnv(repo.workTree), extraConfig: FAST_IMPORT_CONFIG, objectFormat: repo.objectFormat };
+}
+
 export async function createRepository(
   runner: GitRunner,
   vaultDir: string,

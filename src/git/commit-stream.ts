@@ -95,6 +95,13 @@ export interface StreamPlan {
    * fast-import's trees in memory when it is the commit it wrote last.
    */
   session?: boolean;
+  /**
+   * Per batch of the chain: the blob ids of its files when every one of its
+   * blobs is already in the repository (blob-preload.ts); such a batch names
+   * them (`M <mode> <id> <path>`) instead of carrying its bytes again. The
+   * ids are the ones computed from the batch's own bytes (stepsFor).
+   */
+  preloaded?: ReadonlyArray<ReadonlyMap<string, { mode: string; oid: string } | null> | null>;
 }
 
 /**
@@ -145,9 +152,19 @@ export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: Str
     // Later commits continue the same ref, i.e. from the previous mark.
     if (i === 0 && plan.from) yield text(`from ${plan.from}\n`);
     const batchModes = modes[i]!;
+    const ids = plan.preloaded?.[i] ?? null;
     for (const ch of batch.changes) {
       assertCommittablePath(ch.path);
       const q = quotePath(ch.path);
+      const id = ids?.get(ch.path);
+      if (id) {
+        yield Buffer.concat([text(`M ${batchModes.get(ch.path)!} ${id.oid} `), q, text('\n')]);
+        continue;
+      }
+      if (ids && isDeletion(ch)) {
+        yield Buffer.concat([text('D '), q, text('\n')]);
+        continue;
+      }
       const bytes = ch.bytes; // once: it may be read from the outbox on access
       if (bytes === null) {
         yield Buffer.concat([text('D '), q, text('\n')]);

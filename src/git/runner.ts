@@ -156,7 +156,18 @@ export class GitRunner {
    * caller owns its lifetime and timeouts.
    */
   spawnLongLived(args: string[], opts: { cwd: string; env?: Record<string, string>; extraConfig?: string[] }): ReturnType<typeof spawn> {
-    return spawn(this.gitPath, this.argv(args, opts), { cwd: opts.cwd, env: this.buildEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const c = this.command(args, opts);
+    return spawn(c.file, c.argv, { cwd: opts.cwd, env: c.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  }
+
+  /**
+   * What starting one git call takes — executable, full argument list and
+   * environment — for a process started elsewhere (a worker thread, see
+   * blob-preload.ts), which must start it isolated the same way, in its own
+   * process group.
+   */
+  command(args: string[], opts: { env?: Record<string, string>; extraConfig?: string[] } = {}): { file: string; argv: string[]; env: Record<string, string> } {
+    return { file: this.gitPath, argv: this.argv(args, opts), env: this.buildEnv(opts.env) };
   }
 
   run(args: string[], opts: GitRunOptions): Promise<GitResult> {

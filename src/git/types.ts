@@ -62,3 +62,8 @@ export interface BatchForCommit {
   subject: string;
   changes: BatchChange[];
 }
+
+/** Blob ids (hex) of a batch's files, by path, known without reading their bytes (blob-preload.ts). */
+export interface BlobIds {
+  get(path: string): string | undefined;
+}

@@ -16,6 +16,9 @@ import { isMarkdownPath } from './scope.js';
 import { deferReadIndex } from '../read/index-maintenance.js';
 import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
 
+/** Records written from which the records table's indexes are rebuilt rather than kept up (index-maintenance.ts). */
+const BULK_MIN_FILES = 10_000;
+
 export interface ApplyInput {
   scanId: string;
   createdAt: string;
@@ -27,6 +30,8 @@ export interface ApplyInput {
   /** Completed here (diagnostics) and kept with the scan when it queues a checkpoint. */
   receipt: ScanReceipt;
   diagnostics: (partitions: readonly string[]) => ScanDiagnostic[];
+  /** Hears the bytes of every file the checkpoint writes, as they are read back here (blob-preload.ts). */
+  preload?: (path: string, bytes: Buffer) => void;
 }
 
 /** Returns the batch id, or null when there was nothing to commit. */
@@ -85,6 +90,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
         const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
         if (rows.length === 0) break;
         for (const r of rows) {
+          a.preload?.(r.path, r.bytes);
           const partition = partitionOfPath(r.path) ?? '';
           indexer.observe(r.path, partition, checkFile(r.path, partition, r.bytes, sha256Hex(r.bytes)));
         }
@@ -92,7 +98,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       }
       indexer.finish();
       return indexer;
-    });
+    }, { bulk: write.length >= BULK_MIN_FILES && write.length >= (db.prepare('SELECT count(*) FROM records').pluck().get() as number) });
 
     // References: the whole partition when ids (or, via publications, sources) may have changed; else the edited records.
     const wholly = indexer.idsChanged();

@@ -11,6 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
+import type { PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
 import type { Caller } from '../access.js';
 import { batchGitState, drainOutbox } from '../checkpoint/outbox.js';
@@ -20,7 +21,10 @@ import { observe, type Observation } from './observe.js';
 import { committedPaths, planScan } from './plan.js';
 import { forgetKnownFiles, knownFilesApplied } from './known.js';
 import { applyScan } from './apply.js';
-import type { RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
+import { deferCheckpoints } from '../store/wal-checkpoint.js';
+import { repositoryForCheckpoint } from '../git/checkpoint.js';
+import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
+import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 
 export interface ScanOptions {
   /** One partition id; all the caller may scan when omitted. */
@@ -50,6 +54,29 @@ export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions
   const baselined = partitions.filter((p) => db.prepare('SELECT 1 FROM scan_partitions WHERE partition = ?').get(p) === undefined);
   const progress: ScanProgress = { phase: 'walk', seen: 0, expected: 0, hashed: 0 };
 
+  // A large scan's log is copied into the database on another thread while
+  // its Git commit runs, not at the end of its commit (wal-checkpoint.ts).
+  const checkpoints = deferCheckpoints(db, store.paths.database);
+  try {
+    return await observeAndApply(store, runner, opts, { partitions, partitionDiags, scanId, createdAt, baselined, waiting, progress }, checkpoints.copyInBackground);
+  } finally {
+    await checkpoints.end();
+  }
+}
+
+interface ScanStart {
+  partitions: PartitionId[];
+  partitionDiags: ScanDiagnostic[];
+  scanId: string;
+  createdAt: string;
+  baselined: PartitionId[];
+  waiting: Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>;
+  progress: ScanProgress;
+}
+
+async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOptions, start: ScanStart, applied: () => void): Promise<ScanReceipt> {
+  const db = store.db;
+  const { partitions, partitionDiags, scanId, createdAt, baselined, waiting, progress } = start;
   // Staged bytes need no fsync of their own: a killed scan is simply redone.
   // The applying transaction runs with the store's own setting again.
   const prevSync = db.pragma('synchronous', { simple: true }) as number;
@@ -87,6 +114,9 @@ export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions
     retried: waiting.map((w) => ({ kind: w.kind, id: w.ref_id, batchId: w.batch_id, git: batchGitState(db, w.batch_id) })),
     git: null,
   };
+  // A large checkpoint's blobs go into the repository on the second core
+  // while the transaction below runs (blob-preload.ts).
+  const preload = store.settings.writesEnabled && isLargeWrite(seen.read) ? await startPreload(store, runner) : null;
   let batchId: number | null;
   try {
     batchId = applyScan(store, {
@@ -99,11 +129,16 @@ export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions
       read: seen.read,
       receipt,
       diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags),
+      ...(preload ? { preload: preload.add } : {}),
     });
   } catch (err) {
+    preload?.abandon();
     forgetKnownFiles(db); // rolled back: the kept copy may already be ahead of the table
     throw err;
   }
+  if (batchId === null) preload?.abandon();
+  const preloaded = preload && batchId !== null ? { batchId, ready: preload.end() } : undefined;
+  applied();
   knownFilesApplied(db, seen.read, committedPaths(plan).remove);
   seen.read.length = 0; // the drain below may need the memory
   crashPoint('scan-after-enqueue');
@@ -111,10 +146,30 @@ export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions
   if (batchId !== null) {
     progress.phase = 'commit';
     opts.onProgress?.(progress);
-    await drainOutbox(store, runner, { through: batchId });
+    await drainOutbox(store, runner, { through: batchId, ...(preloaded ? { preloaded } : {}) });
     receipt.git = batchGitState(db, batchId);
   }
   return receipt;
+}
+
+/** Files (or bytes) to commit from which preloading their blobs pays for its worker and process. */
+const PRELOAD_MIN_FILES = 1000;
+const PRELOAD_MIN_BYTES = 8 * 1024 * 1024;
+
+function isLargeWrite(read: readonly ReadFile[]): boolean {
+  let files = 0;
+  let bytes = 0;
+  for (const f of read) {
+    if (f.knownSha256 === f.sha256) continue; // touched, not rewritten
+    files++;
+    bytes += f.size;
+  }
+  return files >= PRELOAD_MIN_FILES || bytes >= PRELOAD_MIN_BYTES;
+}
+
+async function startPreload(store: Store, runner: GitRunner): Promise<BlobPreload | null> {
+  const repo = await repositoryForCheckpoint(runner, store.paths.vault);
+  return repo ? startBlobPreload(runner, repo) : null;
 }
 
 /** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
