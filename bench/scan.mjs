@@ -94,6 +94,8 @@ for (let i = 0; i < N; i++) {
   writeFileSync(join(d, `page-${i}.md`), page(i));
 }
 console.log(`generated ${N} record files in ${s(performance.now() - t0)} (${dir})`);
+// Both baselines start with the files on disk, not with ~400 MiB of dirty pages still being written back.
+spawnSync('sync');
 
 // Baselines, side by side.
 const cmpGit = join(dir, 'cmp.git');
@@ -109,6 +111,7 @@ if (!kBase.receipt.baseline || kBase.receipt.added.length !== N || kBase.receipt
 const store2 = join(dir, 'st2');
 initStore(store2, { env });
 timed('cp', ['-a', join(vault, 'private'), join(store2, 'vault')]);
+spawnSync('sync');
 const kNoGit = knowledgeScan(store2, { KNOWLEDGE_GIT: join(dir, 'no-such-git') });
 if (kNoGit.receipt.added.length !== N || kNoGit.receipt.git?.state !== 'unavailable') throw new Error(`unexpected no-git baseline: ${kNoGit.receipt.git?.state}`);
 cleanup(store2);
