@@ -167,9 +167,14 @@ function isLargeWrite(read: readonly ReadFile[]): boolean {
   return files >= PRELOAD_MIN_FILES || bytes >= PRELOAD_MIN_BYTES;
 }
 
+/** Null when there is no repository ready for it; an optimisation never fails the scan. */
 async function startPreload(store: Store, runner: GitRunner): Promise<BlobPreload | null> {
-  const repo = await repositoryForCheckpoint(runner, store.paths.vault);
-  return repo ? startBlobPreload(runner, repo) : null;
+  try {
+    const repo = await repositoryForCheckpoint(runner, store.paths.vault);
+    return repo ? startBlobPreload(runner, repo) : null;
+  } catch {
+    return null; // the checkpoint itself will meet and report whatever this was
+  }
 }
 
 /** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
