@@ -8,25 +8,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
-import { commitChain, repositoryForCheckpoint, type ChainOutcome } from './checkpoint.js';
-import { closeLongLived } from './long-lived.js';
+import { commitChain, repositoryForCheckpoint } from './checkpoint.js';
 import { blobId } from './commit-stream.js';
 import { MAX_IN_FLIGHT, startBlobPreload } from './blob-preload.js';
 import type { BlobIds } from './types.js';
-import { makeBatch, makeSandbox, ugit, ugitRaw, userRepo, type GitSandbox } from './test-sandbox.js';
+import { makeBatch, ugit, ugitRaw, userRepo, longLivedScope, committedChain as committed } from './test-sandbox.js';
 
-let sb: GitSandbox | undefined;
-const runners: GitRunner[] = [];
-afterEach(() => {
-  for (const r of runners.splice(0)) closeLongLived(r);
-  sb?.cleanup();
-  sb = undefined;
-});
+const scope = longLivedScope(afterEach);
 
 /** A runner that counts the bytes written to the fast-imports it starts itself (the chain's). */
 function countingRunner(gitPath?: string): { r: GitRunner; written: () => number } {
   const r = new GitRunner(gitPath ? { gitPath } : {});
-  runners.push(r);
+  scope.track(r);
   let n = 0;
   const orig = r.spawnLongLived.bind(r);
   r.spawnLongLived = (args, opts) => {
@@ -43,17 +36,12 @@ function countingRunner(gitPath?: string): { r: GitRunner; written: () => number
   return { r, written: () => n };
 }
 
-function committed(o: ChainOutcome): Extract<ChainOutcome, { state: 'committed' }> {
-  if (o.state !== 'committed') throw new Error(`expected committed, got ${JSON.stringify(o)}`);
-  return o;
-}
-
 const files = (n: number, tag = '') =>
   Array.from({ length: n }, (_, i) => ({ path: `notes/f${String(i).padStart(4, '0')}.md`, bytes: Buffer.from(`# File ${i}${tag}\n${'x'.repeat(1000 + (i % 50))}\n`) }));
 
 describe('blobs preloaded ahead of their commit (blob-preload.ts)', () => {
   it('stores every blob in a finished pack, reports its id, and the chain names them instead of carrying the bytes', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r, written } = countingRunner();
     const repo = await repositoryForCheckpoint(r, vault);
@@ -84,7 +72,7 @@ describe('blobs preloaded ahead of their commit (blob-preload.ts)', () => {
   });
 
   it('makes the chain again with the bytes when git does not have a blob the preload named', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r, written } = countingRunner();
     const fs = files(50);
@@ -101,7 +89,7 @@ describe('blobs preloaded ahead of their commit (blob-preload.ts)', () => {
   });
 
   it('answers null when abandoned, or when git cannot run', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r } = countingRunner();
     const repo = (await repositoryForCheckpoint(r, vault))!;
@@ -112,14 +100,14 @@ describe('blobs preloaded ahead of their commit (blob-preload.ts)', () => {
     expect(await a.end()).toBeNull();
 
     const broken = new GitRunner({ gitPath: join(sb.dir, 'no-such-git') });
-    runners.push(broken);
+    scope.track(broken);
     const b = startBlobPreload(broken, repo)!;
     for (const f of files(20)) b.add(f.path, f.bytes);
     expect(await b.end()).toBeNull();
   });
 
   it('makes the writer wait for a slow git instead of holding more than its limit in memory, and still completes', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     // A git that reads nothing for a while: everything handed over stays in flight.
     const slow = join(sb.dir, 'slow-git');

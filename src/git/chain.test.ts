@@ -2,9 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
-import { commitChain, type ChainOutcome } from './checkpoint.js';
+import { commitChain } from './checkpoint.js';
 import { buildChainStream, chainModes, writeChainStream } from './commit-stream.js';
-import { makeBatch, makeSandbox, ugit, ugitRaw, userRepo, writeFile, type GitSandbox } from './test-sandbox.js';
+import { committedChain as committed, makeBatch, makeSandbox, ugit, ugitRaw, userRepo, writeFile, type GitSandbox } from './test-sandbox.js';
 import type { BatchForCommit } from './types.js';
 
 let sb: GitSandbox | undefined;
@@ -14,10 +14,6 @@ afterEach(() => {
 });
 const runner = new GitRunner();
 
-function committed(o: ChainOutcome): Extract<ChainOutcome, { state: 'committed' }> {
-  if (o.state !== 'committed') throw new Error(`expected committed, got ${JSON.stringify(o)}`);
-  return o;
-}
 const versions = (n: number, from = 1): BatchForCommit[] =>
   Array.from({ length: n }, (_, i) =>
     makeBatch({

@@ -4,23 +4,17 @@ import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { GitRunner } from './runner.js';
-import { commitChain, type ChainOutcome } from './checkpoint.js';
+import { commitChain } from './checkpoint.js';
 import { closeLongLived } from './long-lived.js';
 import { MAX_CHAINS } from './import-session.js';
-import { makeBatch, makeSandbox, ugit, ugitRaw, userRepo, type GitSandbox } from './test-sandbox.js';
+import { makeBatch, ugit, ugitRaw, userRepo, longLivedScope, committedChain as committed } from './test-sandbox.js';
 
-let sb: GitSandbox | undefined;
-const runners: GitRunner[] = [];
-afterEach(() => {
-  for (const r of runners.splice(0)) closeLongLived(r);
-  sb?.cleanup();
-  sb = undefined;
-});
+const scope = longLivedScope(afterEach);
 
 /** A runner that counts the fast-imports it starts. */
 function countingRunner(): { r: GitRunner; imports: () => number } {
   const r = new GitRunner();
-  runners.push(r);
+  scope.track(r);
   let n = 0;
   const orig = r.spawnLongLived.bind(r);
   r.spawnLongLived = (args, opts) => {
@@ -28,11 +22,6 @@ function countingRunner(): { r: GitRunner; imports: () => number } {
     return orig(args, opts);
   };
   return { r, imports: () => n };
-}
-
-function committed(o: ChainOutcome): Extract<ChainOutcome, { state: 'committed' }> {
-  if (o.state !== 'committed') throw new Error(`expected committed, got ${JSON.stringify(o)}`);
-  return o;
 }
 
 async function checkpoint(r: GitRunner, vault: string, i: number, last: string | null): Promise<string> {
@@ -56,7 +45,7 @@ async function until(cond: () => boolean, ms = 5000): Promise<boolean> {
 
 describe('the long-lived fast-import of a repository (import-session.ts)', () => {
   it('writes consecutive checkpoints in one fast-import, each its own commit with its own bytes', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r, imports } = countingRunner();
     let last: string | null = ugit(sb, vault, ['rev-parse', 'main']).trim();
@@ -72,7 +61,7 @@ describe('the long-lived fast-import of a repository (import-session.ts)', () =>
   });
 
   it(`is retired after ${MAX_CHAINS} chains; a retired or closed one removes its .keep files and writes no ref and no crash report`, async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r, imports } = countingRunner();
     let last: string | null = ugit(sb, vault, ['rev-parse', 'main']).trim();
@@ -88,7 +77,7 @@ describe('the long-lived fast-import of a repository (import-session.ts)', () =>
   });
 
   it('a root commit in a running fast-import has no parent (the branch deleted after its commits)', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r, imports } = countingRunner();
     await checkpoint(r, vault, 1, ugit(sb, vault, ['rev-parse', 'main']).trim());
@@ -101,7 +90,7 @@ describe('the long-lived fast-import of a repository (import-session.ts)', () =>
   });
 
   it('a repository deleted and created again at the same place gets a new fast-import', async () => {
-    sb = makeSandbox();
+    const sb = scope.sandbox();
     const vault = userRepo(sb);
     const { r, imports } = countingRunner();
     await checkpoint(r, vault, 1, ugit(sb, vault, ['rev-parse', 'main']).trim());
@@ -114,7 +103,7 @@ describe('the long-lived fast-import of a repository (import-session.ts)', () =>
   it('never keeps Node running, and a writer killed with SIGKILL leaves its fast-import to end cleanly', async () => {
     const dist = (f: string) => pathToFileURL(join(process.cwd(), 'dist', 'git', f)).href;
     for (const kill of [false, true]) {
-      sb = makeSandbox();
+      const sb = scope.sandbox();
       const vault = userRepo(sb);
       const tip = ugit(sb, vault, ['rev-parse', 'main']).trim();
       const code = `const { GitRunner } = await import(${JSON.stringify(dist('runner.js'))});
@@ -142,8 +131,7 @@ describe('the long-lived fast-import of a repository (import-session.ts)', () =>
       if (!kill) expect(scratch.status).not.toBe(0);
       else if (scratch.status === 0) expect(scratch.stdout.toString().trim()).toBe(ugit(sb, vault, ['rev-parse', 'main']).trim());
       expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(false);
-      sb.cleanup();
-      sb = undefined;
+      // The next sandbox() removes this one.
     }
   });
 });

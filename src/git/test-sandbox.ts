@@ -8,6 +8,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import type { BatchForCommit } from './types.js';
+import type { ChainOutcome } from './checkpoint.js';
+import { closeLongLived } from './long-lived.js';
+import { GitRunner, type GitRunnerOptions } from './runner.js';
 
 export interface GitSandbox {
   dir: string;
@@ -74,4 +77,47 @@ export function makeBatch(over: Partial<BatchForCommit> = {}): BatchForCommit {
     changes: [{ path: 'notes/a.md', bytes: Buffer.from('# A\n') }],
     ...over,
   };
+}
+
+/**
+ * For tests of long-lived git processes: each test's sandbox and the runners
+ * it made, closed and removed after it. Pass vitest's `afterEach` (this file
+ * is compiled with the sources and does not import the test runner).
+ */
+export interface LongLivedScope {
+  /** A fresh sandbox for this test (an earlier one of the same test is removed). */
+  sandbox(): GitSandbox;
+  /** A runner whose long-lived processes are closed after the test. */
+  runner(opts?: GitRunnerOptions): GitRunner;
+  /** Close `r`'s long-lived processes after the test as well. */
+  track(r: GitRunner): GitRunner;
+}
+
+export function longLivedScope(afterEach: (fn: () => void) => void): LongLivedScope {
+  let sb: GitSandbox | undefined;
+  const runners: GitRunner[] = [];
+  afterEach(() => {
+    for (const r of runners.splice(0)) closeLongLived(r);
+    sb?.cleanup();
+    sb = undefined;
+  });
+  const track = (r: GitRunner) => {
+    runners.push(r);
+    return r;
+  };
+  return {
+    sandbox() {
+      sb?.cleanup();
+      sb = makeSandbox();
+      return sb;
+    },
+    runner: (opts = {}) => track(new GitRunner(opts)),
+    track,
+  };
+}
+
+/** The committed outcome of a chain, or a thrown error saying what came instead. */
+export function committedChain(o: ChainOutcome): Extract<ChainOutcome, { state: 'committed' }> {
+  if (o.state !== 'committed') throw new Error(`expected committed, got ${JSON.stringify(o)}`);
+  return o;
 }
