@@ -108,6 +108,14 @@ const LAZY_CHAIN_BYTES = 8 * 1024 * 1024;
  * loads the page starting at it (at most 256 files or ~4 MiB, plus the one
  * asked for). Any order still gets the right bytes, only more queries.
  */
+/** A queued change whose bytes are read from the outbox when asked for (one small object per file, no closure). */
+class LazyChange implements BatchChange {
+  constructor(private readonly pages: OutboxPages, private readonly batchId: number, readonly path: string, readonly deleted: boolean) {}
+  get bytes(): Buffer | null {
+    return this.deleted ? null : this.pages.bytes(this.batchId, this.path);
+  }
+}
+
 export class OutboxPages {
   private static readonly FILES = 256;
   private static readonly BYTES = 4 * 1024 * 1024;
@@ -207,13 +215,7 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   // changes in the order listed (batch, then path), so the reads go a page
   // of rows at a time (one query per file cost ~3 s at 100k).
   const pages = new OutboxPages(db);
-  const lazyChange = (batchId: number, path: string, deleted: boolean): BatchChange => ({
-    path,
-    deleted,
-    get bytes() {
-      return deleted ? null : pages.bytes(batchId, path);
-    },
-  });
+  const lazyChange = (batchId: number, path: string, deleted: boolean): BatchChange => new LazyChange(pages, batchId, path, deleted);
   const lastKnownStmt = db.prepare("SELECT commit_id FROM batches WHERE state = 'committed' ORDER BY batch_id DESC LIMIT 1");
   const loadBatches = (chunk: ChunkRow[], bytes: number): BatchForCommit[] => {
     const files = new Map<number, BatchChange[]>();
