@@ -13,8 +13,8 @@ import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
 import { walkPartition, type WalkStat } from './walk.js';
-import { prefetchPartitions, PREFETCH_MIN_FILES } from './prefetch.js';
-import { readStable, sleepSync } from './read.js';
+import { endPrefetchWorkers, prefetchPartitions, PREFETCH_MIN_FILES } from './prefetch.js';
+import { readStable, sleepSync, type ReadOutcome } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
 import { knownFiles, type KnownEntry } from './known.js';
@@ -29,6 +29,8 @@ export interface Observation {
   unchanged: number;
   /** Recorded files before this scan. */
   known: number;
+  /** Files whose contents the prefetch workers read (a baseline's; see prefetch.ts). */
+  readAhead: number;
   diagnostics: ScanDiagnostic[];
 }
 
@@ -47,11 +49,17 @@ export function observe(
 ): Observation {
   const db = store.db;
   const vault = store.paths.vault;
+  // The scan's clock (plan.ts isRacy), taken before any file is read, by this thread or a worker.
+  const nowNs = BigInt(Date.now()) * 1_000_000n;
   // A large rescan is mostly readdir and lstat: worker threads make them
-  // (prefetch.ts) while this thread loads what was recorded.
+  // (prefetch.ts) while this thread loads what was recorded. A baseline (a
+  // partition with nothing recorded) is mostly reading every file: the
+  // workers read them too.
   const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
-  const large = partitions.reduce((n, p) => n + (recorded.get(p) as number), 0) >= PREFETCH_MIN_FILES;
-  const listing = large ? prefetchPartitions(vault, partitions.map(partitionDir)) : null;
+  const counts = partitions.map((p) => recorded.get(p) as number);
+  const large = counts.reduce((n, c) => n + c, 0) >= PREFETCH_MIN_FILES;
+  const readAhead = partitions.filter((_, i) => counts[i] === 0).map(partitionDir);
+  const listing = large || readAhead.length > 0 ? prefetchPartitions(vault, partitions.map(partitionDir), readAhead) : null;
   // Recorded files (maybe kept from this connection's last scan): the walk marks what it sees.
   const snap = knownFiles(db, partitions);
   const stamp = snap.stamp;
@@ -60,7 +68,6 @@ export function observe(
   progress.expected = knownCount;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
   const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
-  const nowNs = BigInt(Date.now()) * 1_000_000n;
   const read: ReadFile[] = [];
   const diagnostics: ScanDiagnostic[] = [];
   const blocked: string[] = [];
@@ -88,8 +95,8 @@ export function observe(
    * Read a file whose metadata changed (or that is new). Returns false when
    * the name vanished; true when it was read, or reported and kept.
    */
-  const readChanged = (path: string, wasKnown: boolean): boolean => {
-    const r = readStable(`${vault}/${path}`);
+  const readChanged = (path: string, wasKnown: boolean, preread?: ReadOutcome): boolean => {
+    const r = preread ?? readStable(`${vault}/${path}`);
     switch (r.kind) {
       case 'ok': {
         progress.hashed++;
@@ -142,7 +149,7 @@ export function observe(
             unchanged++;
             return;
           }
-          if (readChanged(path, k !== undefined) && k !== undefined) k.seen = stamp;
+          if (readChanged(path, k !== undefined, st.preread) && k !== undefined) k.seen = stamp;
         },
         diagnostic: (d) => diagnostics.push(d),
         blocked: (path) => blocked.push(path),
@@ -150,6 +157,8 @@ export function observe(
     }
   } finally {
     listing?.close(); // what the workers still send is not needed
+    // Workers that read a baseline hold its garbage; rescans start them afresh.
+    if (listing && readAhead.length > 0) endPrefetchWorkers();
   }
   const unseen: string[] = [];
   for (const known of snap.byPartition.values()) for (const [path, e] of known) if (e.seen !== stamp) unseen.push(path);
@@ -176,7 +185,7 @@ export function observe(
       if (check.kind === 'record') f.recordId = Buffer.from(check.row.id, 'utf8').toString('utf8');
     }
   }
-  return { read, missing: gone, unchanged, known: knownCount, diagnostics };
+  return { read, missing: gone, unchanged, known: knownCount, diagnostics, readAhead: listing?.prereads ?? 0 };
 }
 
 /**

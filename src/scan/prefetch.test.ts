@@ -1,11 +1,13 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { endPrefetchWorkers, prefetchPartitions, PrefetchedFs } from './prefetch.js';
-import { directFs, walkPartition, type WalkFs } from './walk.js';
+import { directFs, walkPartition, type WalkFs, type WalkStat } from './walk.js';
+import type { ReadOutcome } from './read.js';
 
 /**
  * The walk over the workers' listings (prefetch.ts) must be the walk over
@@ -19,11 +21,14 @@ afterEach(() => {
 });
 afterAll(() => endPrefetchWorkers());
 
-function walkLog(vault: string, pdir: string, fs: WalkFs, known: ReadonlySet<string> = new Set()): string[] {
+function walkLog(vault: string, pdir: string, fs: WalkFs, known: ReadonlySet<string> = new Set(), onFile?: (p: string, st: WalkStat) => unknown): string[] {
   const log: string[] = [];
   walkPartition(vault, pdir, {
     isKnown: (p) => known.has(p),
-    file: (p, st) => log.push(`file ${p} ${st.size} ${st.mtimeMs} ${st.ino}`),
+    file: (p, st) => {
+      onFile?.(p, st);
+      log.push(`file ${p} ${st.size} ${st.mtimeMs} ${st.ino}`);
+    },
     diagnostic: (d) => log.push(`diag ${d.code} ${d.path} ${d.reason}`),
     blocked: (p) => log.push(`blocked ${p}`),
   }, fs);
@@ -80,6 +85,66 @@ describe('prefetched walk', () => {
     expect(all).not.toContain('original.md');
   });
 
+  it('reads a baseline ahead: every Markdown and YAML file comes with exactly its bytes, hash and fingerprint, and the walk is unchanged', () => {
+    const vault = tree();
+    for (const pdir of ['private', 'conversations/sess-1']) {
+      const fs = prefetchPartitions(vault, [pdir], [pdir])!;
+      const direct = walkLog(vault, pdir, directFs);
+      const reads = new Map<string, ReadOutcome>();
+      expect(walkLog(vault, pdir, fs, new Set(), (p, st) => st.preread && reads.set(p, st.preread))).toEqual(direct);
+      const files = direct.filter((l) => l.startsWith('file ')).map((l) => l.split(' ')[1]!);
+      expect(files.length).toBeGreaterThan(0);
+      // Every file the walk hands over was read ahead (the .png is not a scanned name, so the walk never lists it),
+      // but for a name showing U+FFFD: it may stand for bytes that are not UTF-8, so the walk looks at it itself.
+      const plainNames = files.filter((p) => !p.includes('\uFFFD'));
+      expect(plainNames.length).toBe(files.length - (pdir === 'private' ? 1 : 0));
+      expect([...reads.keys()].sort()).toEqual([...plainNames].sort());
+      expect(fs.prereads).toBe(plainNames.length);
+      for (const path of plainNames) {
+        const r = reads.get(path)!;
+        const abs = join(vault, path);
+        const bytes = readFileSync(abs);
+        const st = lstatSync(abs, { bigint: true });
+        expect(r).toMatchObject({ kind: 'ok', size: bytes.length, mtimeNs: st.mtimeNs.toString(), ino: st.ino.toString() });
+        if (r.kind !== 'ok') continue;
+        expect(r.bytes.equals(bytes)).toBe(true);
+        expect(r.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+      }
+    }
+    // Without read-ahead, nothing is read.
+    const plain = prefetchPartitions(vault, ['private'])!;
+    walkLog(vault, 'private', plain);
+    expect(plain.prereads).toBe(0);
+  });
+
+  it('reading ahead pauses while what was sent is not taken: the rest is only listed, for the walk to read', () => {
+    const vault = tree();
+    const fs = prefetchPartitions(vault, ['private'], ['private'], 1)!;
+    fs.finish(); // every listing sent, none taken: after its first file, each worker is over the limit
+    const direct = walkLog(vault, 'private', directFs);
+    let prereads = 0;
+    expect(walkLog(vault, 'private', fs, new Set(), (_p, st) => st.preread && prereads++)).toEqual(direct);
+    expect(prereads).toBeGreaterThan(0);
+    expect(prereads).toBeLessThanOrEqual(4); // one per worker at most
+    expect(direct.filter((l) => l.startsWith('file ')).length).toBeGreaterThan(1000);
+  });
+
+  it('a file changed after it was read ahead is handed over as it was read: bytes and fingerprint of one moment', () => {
+    const vault = tree();
+    const fs = prefetchPartitions(vault, ['private'], ['private'])!;
+    fs.finish();
+    const path = 'private/pages/00/p-0-3.md';
+    const before = lstatSync(join(vault, path), { bigint: true });
+    writeFileSync(join(vault, path), 'changed after the read, and longer\n');
+    let seen: ReadOutcome | undefined;
+    walkLog(vault, 'private', fs, new Set(), (p, st) => {
+      if (p === path) seen = st.preread;
+    });
+    // The old bytes with the old size and mtime: the next scan sees a different fingerprint and reads it again.
+    expect(seen).toMatchObject({ kind: 'ok', size: 3, mtimeNs: before.mtimeNs.toString() });
+    expect(seen?.kind === 'ok' && seen.bytes.toString()).toBe('xxx');
+  });
+
   it('answers as the workers saw the folders; a folder asked again, or not listed, comes from the file system', async () => {
     const vault = tree();
     const fs = prefetchPartitions(vault, ['private'])!;
@@ -128,14 +193,16 @@ describe('prefetched walk', () => {
     const dist = new URL('../../dist/scan/', import.meta.url).href;
     const code = `const { prefetchPartitions } = await import('${dist}prefetch.js');
       const { walkPartition } = await import('${dist}walk.js');
-      const fs = prefetchPartitions(${JSON.stringify(vault)}, ['private']);
+      const fs = prefetchPartitions(${JSON.stringify(vault)}, ['private'], ['private']);
       let files = 0;
       walkPartition(${JSON.stringify(vault)}, 'private', { isKnown: () => false, file: () => files++, diagnostic: () => {}, blocked: () => {} }, fs);
-      console.log(JSON.stringify({ files, directReads: fs.directReads }));`;
+      console.log(JSON.stringify({ files, directReads: fs.directReads, prereads: fs.prereads }));`;
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     const files = walkLog(vault, 'private', directFs).filter((l) => l.startsWith('file ')).length;
-    expect(JSON.parse(r.stdout)).toEqual({ files, directReads: 0 }); // a worker that failed to start would leave the walk to the file system
+    // A worker that failed to start would leave the walk to the file system; one that could not
+    // evaluate the reader (read.ts, compiled) would read nothing ahead.
+    expect(JSON.parse(r.stdout)).toEqual({ files, directReads: 0, prereads: files - 1 }); // all but ok-\uFFFD.md, see above
   });
 
   it('a worker that never answers holds the walk up for the stall limit only, then the file system answers', () => {

@@ -9,8 +9,13 @@
  * mtime, else wait briefly and try again. A name that stays missing is
  * "vanished" (the caller decides whether that is a deletion); one that keeps
  * changing is "unstable" and is left for the next scan.
+ *
+ * The reader is made by {@link stableReader}, a self-contained function (no
+ * imports, no outer names; `node:fs` and `createHash` are its arguments), so
+ * the prefetch workers (prefetch.ts) evaluate its very source and read a
+ * baseline's files exactly as this thread would.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type BigIntStats } from 'node:fs';
+import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
 
 export type ReadOutcome =
@@ -21,123 +26,136 @@ export type ReadOutcome =
   | { kind: 'unreadable'; reason: string }
   | { kind: 'unstable'; reason: string };
 
-/** Waits between attempts, in ms. */
-const BACKOFF_MS = [5, 20, 50, 100];
-/**
- * A consistent read of a file modified less than this long ago is trusted
- * only once the file has stayed the same until it is this old: a writer that
- * truncates and then writes (most editors, `fs.writeFileSync`) shows an empty
- * or partial file for a moment, and that moment is consistent in itself.
- */
-const SETTLE_MS = 5;
-const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
-
-const sleepCell = new Int32Array(new SharedArrayBuffer(4));
-export function sleepSync(ms: number): void {
-  Atomics.wait(sleepCell, 0, 0, ms);
+export interface StableReader {
+  read(abs: string): ReadOutcome;
+  sleep(ms: number): void;
 }
 
-function same(a: BigIntStats, b: BigIntStats): boolean {
-  return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.dev === b.dev;
-}
+/** Self-contained: see the header. */
+export function stableReader(nodeFs: typeof fs, hash: typeof createHash): StableReader {
+  /** Waits between attempts, in ms. */
+  const BACKOFF_MS = [5, 20, 50, 100];
+  /**
+   * A consistent read of a file modified less than this long ago is trusted
+   * only once the file has stayed the same until it is this old: a writer that
+   * truncates and then writes (most editors, `fs.writeFileSync`) shows an empty
+   * or partial file for a moment, and that moment is consistent in itself.
+   */
+  const SETTLE_MS = 5;
+  const { constants } = nodeFs;
+  const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
-/** Null when the name still describes the file just read; '' when it is gone; else why it differs. */
-function nameChanged(abs: string, after: BigIntStats, changed: string): string | null {
-  let named: BigIntStats | undefined;
-  try {
-    named = lstatSync(abs, { bigint: true, throwIfNoEntry: false });
-  } catch (err) {
-    return (err as Error).message;
-  }
-  if (!named) return '';
-  return same(named, after) ? null : changed;
-}
+  const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+  const sleep = (ms: number): void => {
+    Atomics.wait(sleepCell, 0, 0, ms);
+  };
 
-// One scratch buffer for every read: each result is copied out at its exact
-// size, so a 100k-file scan does not leave 100k oversized buffers to the GC.
-let scratch = Buffer.allocUnsafe(256 * 1024);
+  const same = (a: fs.BigIntStats, b: fs.BigIntStats): boolean => a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.dev === b.dev;
 
-/** Read from `fd` to EOF; a copy of exactly the bytes read. */
-function readAll(fd: number): Buffer {
-  let len = 0;
-  for (;;) {
-    if (len === scratch.length) {
-      const bigger = Buffer.allocUnsafe(scratch.length * 2);
-      scratch.copy(bigger, 0, 0, len);
-      scratch = bigger;
-    }
-    const n = readSync(fd, scratch, len, scratch.length - len, null);
-    if (n === 0) break;
-    len += n;
-  }
-  const out = Buffer.from(scratch.subarray(0, len));
-  if (scratch.length > 4 * 1024 * 1024) scratch = Buffer.allocUnsafe(256 * 1024); // do not keep a huge file's buffer
-  return out;
-}
-
-export function readStable(abs: string): ReadOutcome {
-  let lastReason = 'it kept changing while it was read';
-  for (let attempt = 0; attempt <= BACKOFF_MS.length; attempt++) {
-    if (attempt > 0) sleepSync(BACKOFF_MS[attempt - 1]!);
-    let fd: number;
+  /** Null when the name still describes the file just read; '' when it is gone; else why it differs. */
+  const nameChanged = (abs: string, after: fs.BigIntStats, changed: string): string | null => {
+    let named: fs.BigIntStats | undefined;
     try {
-      fd = openSync(abs, OPEN_FLAGS);
+      named = nodeFs.lstatSync(abs, { bigint: true, throwIfNoEntry: false });
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR') continue; // maybe mid-save: look again
-      if (code === 'ELOOP') return { kind: 'symlink' };
-      if (code === 'EACCES' || code === 'EPERM') return { kind: 'unreadable', reason: `permission denied (${code})` };
-      return { kind: 'unreadable', reason: (err as Error).message };
+      return (err as Error).message;
     }
-    let before: BigIntStats;
-    let after: BigIntStats;
-    let bytes: Buffer;
-    try {
-      before = fstatSync(fd, { bigint: true });
-      if (!before.isFile()) return { kind: 'special' };
-      // To EOF, not to the stat size: a growing file must show as changed.
-      bytes = readAll(fd);
-      after = fstatSync(fd, { bigint: true });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EISDIR') return { kind: 'special' };
-      lastReason = (err as Error).message;
-      continue;
-    } finally {
-      closeSync(fd);
+    if (!named) return '';
+    return same(named, after) ? null : changed;
+  };
+
+  // One scratch buffer for every read: each result is copied out at its exact
+  // size, so a 100k-file scan does not leave 100k oversized buffers to the GC.
+  let scratch = Buffer.allocUnsafe(256 * 1024);
+
+  /** Read from `fd` to EOF; a copy of exactly the bytes read. */
+  const readAll = (fd: number): Buffer => {
+    let len = 0;
+    for (;;) {
+      if (len === scratch.length) {
+        const bigger = Buffer.allocUnsafe(scratch.length * 2);
+        scratch.copy(bigger, 0, 0, len);
+        scratch = bigger;
+      }
+      const n = nodeFs.readSync(fd, scratch, len, scratch.length - len, null);
+      if (n === 0) break;
+      len += n;
     }
-    if (!same(before, after) || BigInt(bytes.length) !== after.size) {
-      lastReason = 'it was being written while it was read';
-      continue;
-    }
-    const moved = nameChanged(abs, after, 'it was replaced while it was read');
-    if (moved !== null) {
-      if (moved !== '') lastReason = moved; // '' = removed right after we read it: look again
-      continue;
-    }
-    const ageMs = Number(BigInt(Date.now()) * 1_000_000n - after.mtimeNs) / 1e6;
-    if (ageMs < SETTLE_MS) {
-      sleepSync(Math.min(SETTLE_MS, SETTLE_MS - ageMs) + 1);
-      const changed = nameChanged(abs, after, 'it was being written while it was read');
-      if (changed !== null) {
-        lastReason = changed || 'it was being written while it was read';
+    const out = Buffer.from(scratch.subarray(0, len));
+    if (scratch.length > 4 * 1024 * 1024) scratch = Buffer.allocUnsafe(256 * 1024); // do not keep a huge file's buffer
+    return out;
+  };
+
+  const read = (abs: string): ReadOutcome => {
+    let lastReason = 'it kept changing while it was read';
+    for (let attempt = 0; attempt <= BACKOFF_MS.length; attempt++) {
+      if (attempt > 0) sleep(BACKOFF_MS[attempt - 1]!);
+      let fd: number;
+      try {
+        fd = nodeFs.openSync(abs, OPEN_FLAGS);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') continue; // maybe mid-save: look again
+        if (code === 'ELOOP') return { kind: 'symlink' };
+        if (code === 'EACCES' || code === 'EPERM') return { kind: 'unreadable', reason: `permission denied (${code})` };
+        return { kind: 'unreadable', reason: (err as Error).message };
+      }
+      let before: fs.BigIntStats;
+      let after: fs.BigIntStats;
+      let bytes: Buffer;
+      try {
+        before = nodeFs.fstatSync(fd, { bigint: true });
+        if (!before.isFile()) return { kind: 'special' };
+        // To EOF, not to the stat size: a growing file must show as changed.
+        bytes = readAll(fd);
+        after = nodeFs.fstatSync(fd, { bigint: true });
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EISDIR') return { kind: 'special' };
+        lastReason = (err as Error).message;
+        continue;
+      } finally {
+        nodeFs.closeSync(fd);
+      }
+      if (!same(before, after) || BigInt(bytes.length) !== after.size) {
+        lastReason = 'it was being written while it was read';
         continue;
       }
+      const moved = nameChanged(abs, after, 'it was replaced while it was read');
+      if (moved !== null) {
+        if (moved !== '') lastReason = moved; // '' = removed right after we read it: look again
+        continue;
+      }
+      const ageMs = Number(BigInt(Date.now()) * 1_000_000n - after.mtimeNs) / 1e6;
+      if (ageMs < SETTLE_MS) {
+        sleep(Math.min(SETTLE_MS, SETTLE_MS - ageMs) + 1);
+        const changed = nameChanged(abs, after, 'it was being written while it was read');
+        if (changed !== null) {
+          lastReason = changed || 'it was being written while it was read';
+          continue;
+        }
+      }
+      return {
+        kind: 'ok',
+        bytes,
+        sha256: hash('sha256').update(bytes).digest('hex'),
+        size: bytes.length,
+        mtimeNs: after.mtimeNs.toString(),
+        ino: after.ino.toString(),
+      };
     }
-    return {
-      kind: 'ok',
-      bytes,
-      sha256: createHash('sha256').update(bytes).digest('hex'),
-      size: bytes.length,
-      mtimeNs: after.mtimeNs.toString(),
-      ino: after.ino.toString(),
-    };
-  }
-  // Missing on every attempt, or changing on every attempt.
-  try {
-    if (!lstatSync(abs, { throwIfNoEntry: false })) return { kind: 'vanished' };
-  } catch {
-    return { kind: 'vanished' };
-  }
-  return { kind: 'unstable', reason: lastReason };
+    // Missing on every attempt, or changing on every attempt.
+    try {
+      if (!nodeFs.lstatSync(abs, { throwIfNoEntry: false })) return { kind: 'vanished' };
+    } catch {
+      return { kind: 'vanished' };
+    }
+    return { kind: 'unstable', reason: lastReason };
+  };
+
+  return { read, sleep };
 }
+
+const reader = stableReader(fs, createHash);
+export const readStable = reader.read;
+export const sleepSync = reader.sleep;

@@ -25,7 +25,7 @@
  * filtered by exactly the same rule.
  */
 
-const SCANNED_EXT_RE = /\.(?:md|markdown|ya?ml)$/i;
+export const SCANNED_EXT_RE = /\.(?:md|markdown|ya?ml)$/i;
 // One test for every ignore rule (hidden, backup/autosave, Office owner files,
 // Vim's write probe, temporary and partial downloads, SQLite files).
 export const IGNORED_RE = /^\.|~$|^#.*#$|^~\$|^4913$|\.(?:swp|swo|swx|tmp|temp|bak|part|crdownload|crswap|sqlite|sqlite-wal|sqlite-shm|sqlite-journal|db-wal|db-shm)$/i;

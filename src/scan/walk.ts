@@ -8,6 +8,7 @@
 import { lstatSync, readdirSync } from 'node:fs';
 import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
 import type { ScanDiagnostic } from './types.js';
+import type { ReadOutcome } from './read.js';
 
 /** What the walk reads from the file system (Node's `Dirent` and `Stats` fit). */
 export interface WalkEntry {
@@ -20,6 +21,8 @@ export interface WalkStat {
   readonly size: number;
   readonly mtimeMs: number;
   readonly ino: number;
+  /** The file's contents, when they were read ahead with its listing (prefetch.ts). */
+  readonly preread?: ReadOutcome;
   isFile(): boolean;
   isSymbolicLink(): boolean;
   isDirectory(): boolean;
