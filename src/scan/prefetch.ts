@@ -352,7 +352,7 @@ function workers(): Worker[] {
     const n = Math.min(4, availableParallelism());
     pool = Array.from({ length: n }, () => {
       // execArgv: [] — the source is CommonJS even in a process started with --input-type=module.
-      const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], resourceLimits: { maxYoungGenerationSizeMb: 4 } });
+      const w = new Worker(WORKER_SOURCE, { eval: true, execArgv: [] });
       w.unref();
       w.on('error', () => endPool());
       return w;
