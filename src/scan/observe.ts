@@ -157,8 +157,8 @@ export function observe(
     }
   } finally {
     listing?.close(); // what the workers still send is not needed
-    // Workers that read a baseline hold its garbage; rescans start them afresh.
-    if (listing && readAhead.length > 0) endPrefetchWorkers();
+    // Workers that read a large baseline hold its garbage (tens of MiB): the next scan starts them afresh.
+    if (listing && listing.prereads >= PREFETCH_MIN_FILES) endPrefetchWorkers();
   }
   const unseen: string[] = [];
   for (const known of snap.byPartition.values()) for (const [path, e] of known) if (e.seen !== stamp) unseen.push(path);
