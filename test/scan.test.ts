@@ -593,6 +593,20 @@ describe('[SCAN-4] an open service keeps recorded metadata between scans, and it
     expect(userGit(sb, vault, ['status', '--porcelain']).trim()).toBe('');
   });
 
+  it('two scans started at once on one open service run one after the other: one baseline, then nothing new', async () => {
+    // 1,500 files to write: the first scan waits for its blob preload between staging and applying,
+    // which is where a second scan clearing the staging table would take its files away.
+    for (let i = 0; i < 1500; i++) put(`private/pages/n${i % 7}/note-${i}.md`, record(`rec-${i}`, `Note ${i}`));
+    for (let i = 0; i < 7; i++) for (const n of readdirSync(join(vault, `private/pages/n${i}`))) old(`private/pages/n${i}/${n}`);
+    const s = service();
+    const [a, b] = await Promise.all([s.scan({ caller: operator }), s.scan({ caller: operator })]);
+    expect(a).toMatchObject({ baseline: true, git: { state: 'committed' } });
+    expect(a.added).toHaveLength(1500);
+    expect(b).toMatchObject({ baseline: false, added: [], modified: [], deleted: [], unchanged: 1500, hashed: 0, git: null });
+    expect(tree().filter((p) => p.startsWith('private/'))).toHaveLength(1500);
+    expect(s.store.db.prepare('SELECT count(*) FROM scan_staging').pluck().get()).toBe(0);
+  });
+
   it('a vault of 10,000 files, listed and stat-ed by worker threads: the CLI and an open service see exactly the edits', async () => {
     // Past PREFETCH_MIN_FILES recorded files, rescans walk over the workers' listings (src/scan/prefetch.ts).
     const hh = (n: number) => n.toString(16).padStart(2, '0');

@@ -7,7 +7,8 @@
  *   changed) → plan (pure) → apply (one transaction: batch, fingerprints,
  *   records index, diagnostics, receipt) → commit through our batch.
  *
- * The caller holds the single-writer lock for the whole run.
+ * The caller holds the single-writer lock for the whole run; scans of one
+ * store in one process are queued (runScan).
  */
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
@@ -39,7 +40,32 @@ export function newScanId(): string {
 
 const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 
-export async function runScan(store: Store, runner: GitRunner, opts: ScanOptions): Promise<ScanReceipt> {
+/**
+ * Scans of one store run one after the other in this process. A scan's
+ * staged rows live from its walk to its applying transaction, across awaits
+ * (the waiting checkpoints, the blob preload's start), and every scan begins
+ * by clearing what earlier scans left in `scan_staging`: two at once would
+ * take each other's files away. Keyed by the database file, so two services
+ * open on one store share the queue; other processes are kept out by the
+ * store's writer lock.
+ */
+const queues = new Map<string, Promise<void>>();
+
+export function runScan(store: Store, runner: GitRunner, opts: ScanOptions): Promise<ScanReceipt> {
+  const key = store.paths.database;
+  const run = (queues.get(key) ?? Promise.resolve()).then(() => scanNow(store, runner, opts));
+  const settled = run.then(
+    () => {},
+    () => {},
+  );
+  queues.set(key, settled);
+  void settled.then(() => {
+    if (queues.get(key) === settled) queues.delete(key);
+  });
+  return run;
+}
+
+async function scanNow(store: Store, runner: GitRunner, opts: ScanOptions): Promise<ScanReceipt> {
   const db = store.db;
   const partitionDiags: ScanDiagnostic[] = [];
   const partitions = resolvePartitions(store, opts.caller, opts.partition, partitionDiags);
