@@ -12,8 +12,13 @@ import type { DB } from '../store/db.js';
 interface BadRef { path: string; field: string; target: string | null; parked: number }
 
 // The instr() filters skip the JSON work for the many records with no references.
-const BAD_REFS_SQL = `
-  WITH r AS (SELECT path, partition, kind, meta FROM records WHERE partition = @p AND (@paths IS NULL OR path IN (SELECT value FROM json_each(@paths))))
+// `records` is either the whole partition's or the named paths' (one statement
+// for both, `@paths IS NULL OR path IN …`, read every record of the partition
+// even for one path: 0.14 s per one-file scan in a 100k-record store, measured).
+// The named paths' rows are materialized once (else each branch below looks
+// for relationships among the whole partition's records, by kind).
+const badRefsSql = (records: string, materialized: boolean) => `
+  WITH r AS ${materialized ? 'MATERIALIZED ' : ''}(${records})
   SELECT r.path AS path, 'dependency' AS field, j.value AS target,
          EXISTS (SELECT 1 FROM scan_duplicate_rows d WHERE d.id = j.value) AS parked
     FROM r, json_each(r.meta, '$.dependencies') j
@@ -35,6 +40,13 @@ const BAD_REFS_SQL = `
    WHERE instr(r.meta, '"evidence":[]') = 0
      AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.partition = r.partition AND s.source_id = json_extract(j.value, '$.source'))
   ORDER BY 1, 2, 3`;
+const PARTITION_SQL = badRefsSql('SELECT path, partition, kind, meta FROM records WHERE partition = @p', false);
+const PATHS_SQL = badRefsSql('SELECT path, partition, kind, meta FROM records WHERE path IN (SELECT value FROM json_each(@paths)) AND +partition = @p', true);
+
+/** The statement a re-check runs (tests read its query plan). */
+export function badReferencesSql(byPaths: boolean): string {
+  return byPaths ? PATHS_SQL : PARTITION_SQL;
+}
 
 /** Re-check a partition's references, or only those of the records at `paths`. Returns how many files have bad ones. */
 export function recheckReferences(db: DB, partition: string, paths?: readonly string[]): number {
@@ -44,7 +56,9 @@ export function recheckReferences(db: DB, partition: string, paths?: readonly st
     const del = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'invalid-reference'");
     for (const path of paths) del.run(path);
   }
-  const rows = db.prepare(BAD_REFS_SQL).all({ p: partition, paths: paths === undefined ? null : JSON.stringify(paths) }) as BadRef[];
+  const rows = (paths === undefined
+    ? db.prepare(PARTITION_SQL).all({ p: partition })
+    : db.prepare(PATHS_SQL).all({ p: partition, paths: JSON.stringify(paths) })) as BadRef[];
   const byPath = new Map<string, string[]>();
   for (const r of rows) {
     const what = r.field === 'evidence' ? `evidence source ${r.target}` : `${r.field} ${r.target}`;
