@@ -11,11 +11,13 @@ import { checkFile } from './check.js';
 import { sha256Hex } from '../records/record.js';
 import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
 import { RecordIndexer } from './reindex.js';
-import { recheckReferences } from './references.js';
+import { pathsAffectedByIds, recheckReferences } from './references.js';
 import { isMarkdownPath } from './scope.js';
 import { deferReadIndex } from '../read/index-maintenance.js';
 import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
 
+/** Record ids changing standing up to which references are re-checked only where they are held or linked to. */
+const NARROW_MAX_IDS = 1000;
 /** Records written from which the records table's indexes are rebuilt rather than kept up (index-maintenance.ts). */
 const BULK_MIN_FILES = 10_000;
 
@@ -100,8 +102,10 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       return indexer;
     }, { bulk: write.length >= BULK_MIN_FILES && write.length >= (db.prepare('SELECT count(*) FROM records').pluck().get() as number) });
 
-    // References: the whole partition when ids (or, via publications, sources) may have changed; else the edited records.
+    // References: the whole partition after a baseline or a publication (sources, ids); else the edited
+    // records, and when record ids changed standing, the records holding, linking to or parked under them.
     const wholly = indexer.idsChanged();
+    const changed = wholly ? indexer.changedIds(NARROW_MAX_IDS) : null;
     const edited = write.filter(isMarkdownPath);
     const markScanned = db.prepare(
       `INSERT INTO scan_partitions(partition, baseline_scan_id, baselined_at, last_scan_id, last_scan_at, checked_batch) VALUES (?, ?, ?, ?, ?, ?)
@@ -109,8 +113,10 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
          checked_batch = excluded.checked_batch`,
     );
     for (const p of a.partitions) {
-      if (wholly || stale.includes(p)) recheckReferences(db, p);
-      else if (edited.length > 0) recheckReferences(db, p, edited.filter((path) => partitionOfPath(path) === p));
+      const editedHere = edited.filter((path) => partitionOfPath(path) === p);
+      if (stale.includes(p) || (wholly && changed === null)) recheckReferences(db, p);
+      else if (wholly) recheckReferences(db, p, [...new Set([...editedHere, ...pathsAffectedByIds(db, p, changed!)])]);
+      else if (editedHere.length > 0) recheckReferences(db, p, editedHere);
       markScanned.run(p, a.scanId, a.createdAt, a.scanId, a.createdAt, batchId ?? lastBatch);
     }
 

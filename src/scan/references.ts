@@ -75,3 +75,24 @@ export function recheckReferences(db: DB, partition: string, paths?: readonly st
   for (const [path, reasons] of byPath) ins.run(path, partition, reasons.join('; '));
   return byPath.size;
 }
+
+/**
+ * The records of `partition` whose references may have changed meaning when
+ * the standing of `ids` changed (a record appeared, vanished, moved, or
+ * became or stopped being a duplicate): those holding one of the ids, those
+ * linking to one (dependencies, relationship endpoints: `record_links`, kept
+ * by the read index), and files parked under one of them (their diagnostics
+ * go). Evidence citations depend on sources, which only publications change.
+ */
+export function pathsAffectedByIds(db: DB, partition: string, ids: ReadonlySet<string>): string[] {
+  if (ids.size === 0) return [];
+  return db.prepare(AFFECTED_SQL).pluck().all({ p: partition, ids: JSON.stringify([...ids]) }) as string[];
+}
+
+const AFFECTED_SQL = `
+  WITH ids(id) AS MATERIALIZED (SELECT value FROM json_each(@ids))
+  SELECT r.path FROM ids CROSS JOIN records r ON r.id = ids.id WHERE r.partition = @p
+  UNION
+  SELECT r.path FROM ids CROSS JOIN record_links l ON l.target_id = ids.id CROSS JOIN records r ON r.id = l.source_id WHERE r.partition = @p
+  UNION
+  SELECT d.path FROM ids CROSS JOIN scan_duplicate_rows d ON d.id = ids.id WHERE d.partition = @p`;

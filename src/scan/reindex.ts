@@ -14,6 +14,9 @@
 import type { DB } from '../store/db.js';
 import type { FileCheck, IndexRow } from './check.js';
 
+/** Touched ids kept for changedIds; beyond this, a caller re-checks everything anyway. */
+const TOUCHED_MAX = 10_000;
+
 const RECORD_COLUMNS = 'id, partition, path, kind, title, revision, lifecycle, sha256, recorded_at, updated_at, aliases, tags, meta, body';
 
 export class RecordIndexer {
@@ -29,6 +32,9 @@ export class RecordIndexer {
   /** A release after a claim: idsChanged answers the safe "yes". */
   private releasedLate = false;
   private moved = false;
+  /** Ids whose `records` row this indexer inserted or deleted (see changedIds), up to TOUCHED_MAX. */
+  private readonly touchedIds = new Set<string>();
+  private touchedOverflow = false;
   private readonly s;
 
   /**
@@ -57,12 +63,22 @@ export class RecordIndexer {
     };
   }
 
+  private note(id: string): void {
+    this.touched(id);
+    if (this.touchedOverflow) return;
+    this.touchedIds.add(id);
+    if (this.touchedIds.size > TOUCHED_MAX) {
+      this.touchedOverflow = true;
+      this.touchedIds.clear();
+    }
+  }
+
   /** Forget what a path claimed (it was deleted, or its bytes changed). */
   release(path: string): void {
     const id = this.s.recByPath.get(path) as string | undefined;
     if (id !== undefined) {
       this.s.delRecByPath.run(path);
-      this.touched(id);
+      this.note(id);
       this.affected.add(id);
       this.released.add(id);
       if (this.claimedCount > 0) this.releasedLate = true;
@@ -98,7 +114,7 @@ export class RecordIndexer {
     const dups = this.s.dupsById.all(row.id) as Array<{ path: string }>;
     if (!holder && dups.length === 0) {
       this.s.insRec.run(row);
-      this.touched(row.id);
+      this.note(row.id);
       return;
     }
     if (holder) this.park(holder);
@@ -108,7 +124,7 @@ export class RecordIndexer {
   private park(row: IndexRow): void {
     this.moved = true;
     this.s.delRecById.run(row.id);
-    this.touched(row.id);
+    this.note(row.id);
     this.s.insDupRow.run(row.path, row.id, row.partition, JSON.stringify(row));
     this.s.insDupView.run(row.id, row.path, row.partition, this.now);
     this.affected.add(row.id);
@@ -135,7 +151,7 @@ export class RecordIndexer {
         this.s.delDupView.run(only.path);
         const row = JSON.parse(only.row) as IndexRow;
         this.s.insRec.run(row);
-        this.touched(row.id);
+        this.note(row.id);
       }
     }
   }
@@ -145,6 +161,19 @@ export class RecordIndexer {
    * appeared, disappeared, or became or stopped being a duplicate): then
    * references elsewhere may have changed meaning. Call after {@link finish}.
    */
+  /**
+   * Every id whose standing may differ from before: its `records` row was
+   * inserted or deleted, or its claims changed (parked, unparked, a duplicate
+   * released). References elsewhere can only change meaning for these ids.
+   * Null when there are more than `max` (the caller then takes everything).
+   * Call after {@link finish}.
+   */
+  changedIds(max: number): ReadonlySet<string> | null {
+    if (this.touchedOverflow) return null;
+    const out = new Set([...this.touchedIds, ...this.affected]);
+    return out.size > max ? null : out;
+  }
+
   idsChanged(): boolean {
     if (this.moved || this.releasedLate || this.released.size !== this.claimedCount) return true;
     return this.reclaimed.size !== this.released.size;
