@@ -157,11 +157,6 @@ export class RecordIndexer {
   }
 
   /**
-   * Whether the set of indexed record ids may differ from before (a record
-   * appeared, disappeared, or became or stopped being a duplicate): then
-   * references elsewhere may have changed meaning. Call after {@link finish}.
-   */
-  /**
    * Every id whose standing may differ from before: its `records` row was
    * inserted or deleted, or its claims changed (parked, unparked, a duplicate
    * released). References elsewhere can only change meaning for these ids.
@@ -174,9 +169,13 @@ export class RecordIndexer {
     return out.size > max ? null : out;
   }
 
+  /**
+   * Whether the set of indexed record ids may differ from before (a record
+   * appeared, disappeared, or became or stopped being a duplicate): then
+   * references elsewhere may have changed meaning. Call after {@link finish}.
+   */
   idsChanged(): boolean {
     if (this.moved || this.releasedLate || this.released.size !== this.claimedCount) return true;
     return this.reclaimed.size !== this.released.size;
-    return false;
   }
 }
