@@ -56,6 +56,15 @@ const repoRoot = new URL('..', import.meta.url).pathname;
 export const cliPath = join(repoRoot, 'bin', 'knowledge.js');
 
 /** Run the built CLI as a real process. */
+/**
+ * A CLI process that has not ended after this long is killed, so the test
+ * fails with a reason instead of holding the whole run (spawnSync blocks the
+ * test runner's timeouts). Seen once: Node 20 deadlocked at exit after a
+ * usage error (main thread in NodePlatform::DrainTasks, a background TurboFan
+ * job waiting for a garbage collection; nodejs/node#54918).
+ */
+const CLI_TIMEOUT_MS = 180_000;
+
 export function cli(sb: Sandbox, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}) {
   const r = spawnSync(process.execPath, [cliPath, ...args], {
     cwd: opts.cwd ?? sb.dir,
@@ -63,6 +72,8 @@ export function cli(sb: Sandbox, args: string[], opts: { env?: NodeJS.ProcessEnv
     input: opts.input,
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024, // a receipt listing 10k paths is over the 1 MiB default
+    timeout: CLI_TIMEOUT_MS,
+    killSignal: 'SIGKILL',
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr + (r.signal ? `[signal ${r.signal}] ${r.error ?? ""}` : "") };
 }
