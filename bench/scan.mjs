@@ -80,7 +80,8 @@ function knowledgeScan(storeDir = store, extraEnv = {}) {
   const boot = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));` +
     `process.argv.splice(1, 0, ${JSON.stringify(cliPath)});` +
     `import(${JSON.stringify(new URL('../dist/cli/main.js', import.meta.url).href)}).then((m) => m.main(['scan', '--store', ${JSON.stringify(storeDir)}, '--json'])).then((c) => { process.exitCode = c; });`;
-  const r = timed(process.execPath, ['--input-type=module', '-e', boot], { env: { ...env, ...extraEnv } });
+  // --optimize-for-size: as the launcher's shebang starts every `knowledge` process (bin/knowledge.js).
+  const r = timed(process.execPath, ['--optimize-for-size', '--input-type=module', '-e', boot], { env: { ...env, ...extraEnv } });
   const receipt = JSON.parse(r.stdout.toString());
   const rss = Number(/maxrss (\d+)/.exec(r.stderr.toString())?.[1] ?? NaN);
   return { ms: r.ms, receipt, rssMiB: rss / 1024 };

@@ -6,7 +6,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
 import { KnowledgeError, isKnowledgeError } from '../errors.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
@@ -443,12 +442,17 @@ function readInput(p: string, what: string): Buffer {
   }
 }
 
+/**
+ * The command line. A `knowledge` process favours memory over speed: the
+ * launcher (bin/knowledge.js) starts Node with `--optimize-for-size`, or V8
+ * lets its heap grow to several times the live data before collecting (a
+ * 100k-file baseline scan: peak RSS ~300 MiB without, ~205 MiB with —
+ * BENCHMARKS.md, issue 4). The flag is given at start, not set here at run
+ * time: set at run time (which Node calls undefined behaviour), it made ~1% of
+ * CLI processes deadlock at exit (measured: 5 of 400 runs of one command,
+ * against 0 of 400 without it and 0 of 500 with it given at start;
+ * nodejs/node#54918).
+ */
 export async function main(argv: string[]): Promise<number> {
-  // A `knowledge` process favours memory over speed: V8 otherwise lets its
-  // heap grow to several times the live data before collecting (a 100k-file
-  // baseline scan: ~70 MiB live, peak RSS 420 MiB in process; with this flag
-  // 221 MiB at the same speed — BENCHMARKS.md, issue 4). Heap growth reads the
-  // flag at run time, so setting it here works for every command.
-  setFlagsFromString('--optimize-for-size');
   return run(argv);
 }
