@@ -61,7 +61,8 @@ export const cliPath = join(repoRoot, 'bin', 'knowledge.js');
  * fails with a reason instead of holding the whole run (spawnSync blocks the
  * test runner's timeouts). Seen once: Node 20 deadlocked at exit after a
  * usage error (main thread in NodePlatform::DrainTasks, a background TurboFan
- * job waiting for a garbage collection; nodejs/node#54918).
+ * job waiting for a garbage collection; nodejs/node#54918) — caused by a V8
+ * flag set at run time, which the CLI no longer does (src/cli/main.ts).
  */
 const CLI_TIMEOUT_MS = 180_000;
 
