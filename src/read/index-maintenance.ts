@@ -57,7 +57,7 @@ const flushStatements = (live: string): string[] => [
 const FLUSH_BULK = flushStatements('temp.read_index_dirty d JOIN records r ON r.id = d.id');
 const FLUSH_FEW = flushStatements('temp.read_index_dirty d CROSS JOIN records r ON r.id = d.id');
 
-/** The statements a flush runs (tests read their query plans). */
+/** The statements a flush runs (bulk: every record dirty, e.g. a baseline; tests read their query plans). */
 export function readIndexFlushSql(bulk: boolean): readonly string[] {
   return bulk ? FLUSH_BULK : FLUSH_FEW;
 }
@@ -94,7 +94,7 @@ export function deferReadIndex<T>(db: DB, fn: (touched: (id: string) => void) =>
     });
     for (const i of indexes) db.exec(i.sql);
     for (const t of triggers) db.exec(t.sql);
-    if (touched > 0) for (const sql of opts.bulk ? FLUSH_BULK : FLUSH_FEW) db.prepare(sql).run();
+    if (touched > 0) for (const sql of readIndexFlushSql(opts.bulk ?? false)) db.prepare(sql).run();
     return out;
   })();
 }
