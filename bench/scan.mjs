@@ -18,7 +18,7 @@
 // git fill in the index's stat data.
 //   node bench/scan.mjs [files=100000] [--rounds=3] [--keep]
 import { join } from 'node:path';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { tempDir, cleanup, userGitEnv, machine } from './lib.mjs';
@@ -75,13 +75,21 @@ function timed(cmd, args, opts = {}) {
   return { ms: msTaken, stdout: r.stdout, stderr: r.stderr };
 }
 
+/** The node options in bin/knowledge.js's `#!/usr/bin/env -S node …` line. */
+const launcherFlags = (() => {
+  const first = readFileSync(cliPath, 'utf8').split('\n', 1)[0];
+  const m = /^#!\/usr\/bin\/env -S node((?: --[\w-]+(?:=\S+)?)*)$/.exec(first);
+  if (!m) throw new Error(`bench/scan.mjs: cannot read the node options of ${cliPath}: ${first}`);
+  return m[1].split(' ').filter(Boolean);
+})();
+
 /** `knowledge scan`, printing the process's own peak RSS (KiB) on stderr at exit. */
 function knowledgeScan(storeDir = store, extraEnv = {}) {
   const boot = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));` +
     `process.argv.splice(1, 0, ${JSON.stringify(cliPath)});` +
     `import(${JSON.stringify(new URL('../dist/cli/main.js', import.meta.url).href)}).then((m) => m.main(['scan', '--store', ${JSON.stringify(storeDir)}, '--json'])).then((c) => { process.exitCode = c; });`;
-  // --optimize-for-size: as the launcher's shebang starts every `knowledge` process (bin/knowledge.js).
-  const r = timed(process.execPath, ['--optimize-for-size', '--input-type=module', '-e', boot], { env: { ...env, ...extraEnv } });
+  // The V8 flags every `knowledge` process starts with: read from the launcher's shebang.
+  const r = timed(process.execPath, [...launcherFlags, '--input-type=module', '-e', boot], { env: { ...env, ...extraEnv } });
   const receipt = JSON.parse(r.stdout.toString());
   const rss = Number(/maxrss (\d+)/.exec(r.stderr.toString())?.[1] ?? NaN);
   return { ms: r.ms, receipt, rssMiB: rss / 1024 };

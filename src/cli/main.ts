@@ -443,15 +443,16 @@ function readInput(p: string, what: string): Buffer {
 }
 
 /**
- * The command line. A `knowledge` process favours memory over speed: the
- * launcher (bin/knowledge.js) starts Node with `--optimize-for-size`, or V8
- * lets its heap grow to several times the live data before collecting (a
- * 100k-file baseline scan: peak RSS ~300 MiB without, ~205 MiB with —
- * BENCHMARKS.md, issue 4). The flag is given at start, not set here at run
- * time: set at run time (which Node calls undefined behaviour), it made ~1% of
- * CLI processes deadlock at exit (measured: 5 of 400 runs of one command,
- * against 0 of 400 without it and 0 of 500 with it given at start;
- * nodejs/node#54918).
+ * The command line. A `knowledge` process keeps V8's heap near its live size:
+ * the launcher (bin/knowledge.js) starts Node with `--heap-growing-percent=20
+ * --max-semi-space-size=8`. Without them V8 lets its heap grow to several
+ * times the live data before collecting (a 100k-file baseline scan: peak RSS
+ * ~300 MiB without, 210-230 MiB with). `--optimize-for-size`, used before,
+ * kept the peak at ~205 MiB but cost ~2.5 s of garbage collection in that scan
+ * (2,200 young-generation collections instead of ~280; BENCHMARKS.md, issue
+ * 4). The flags are given at start, never set here at run time: setting
+ * `--optimize-for-size` at run time (which Node calls undefined behaviour)
+ * made ~1% of CLI processes deadlock at exit (nodejs/node#54918).
  */
 export async function main(argv: string[]): Promise<number> {
   return run(argv);
