@@ -498,6 +498,36 @@ describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commit
     expect(tree()).toEqual(['private/a.md']);
   });
 
+  it('scans queued while git is missing keep their own staged bytes: each commit has exactly what its scan read', () => {
+    put('private/a.md', record('a', 'A'));
+    const first = scan([], NO_GIT);
+    put('private/a.md', record('a', 'A, edited'));
+    put('private/b.md', record('b', 'B'));
+    const second = scan([], NO_GIT);
+    expect(second).toMatchObject({ added: ['private/b.md'], modified: ['private/a.md'], git: { state: 'unavailable' } });
+    // Both queued scans' bytes wait in staging (the outbox reads them there) until their commits are recorded.
+    const staged = () => {
+      const d = db();
+      try {
+        return d.prepare('SELECT scan_id, path, bytes FROM scan_staging ORDER BY scan_id, path').all() as Array<{ scan_id: string; path: string; bytes: Buffer }>;
+      } finally {
+        d.close();
+      }
+    };
+    expect(staged().map((r) => [r.scan_id, r.path])).toEqual([[first.scanId, 'private/a.md'], [second.scanId, 'private/a.md'], [second.scanId, 'private/b.md']].sort());
+    put('private/a.md', record('a', 'A, edited twice'));
+    const back = scan();
+    expect(back.retried.map((x) => [x.id, x.git.state])).toEqual([[first.scanId, 'committed'], [second.scanId, 'committed']]);
+    expect(back.modified).toEqual(['private/a.md']);
+    const at = (id: string) => userGit(sb, vault, ['log', '--format=%H', `--grep=Knowledge-Scan: ${id}`, 'main']).trim();
+    expect(userGit(sb, vault, ['show', `${at(first.scanId)}:private/a.md`])).toBe(record('a', 'A'));
+    expect(userGit(sb, vault, ['show', `${at(second.scanId)}:private/a.md`])).toBe(record('a', 'A, edited'));
+    expect(userGit(sb, vault, ['show', `${at(second.scanId)}:private/b.md`])).toBe(record('b', 'B'));
+    expect(userGit(sb, vault, ['show', 'main:private/a.md'])).toBe(record('a', 'A, edited twice'));
+    expect(staged()).toEqual([]);
+    expect(JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout).ok).toBe(true);
+  });
+
   it('a scan killed after queueing its checkpoint is committed exactly once by the next scan', () => {
     put('private/a.md', record('a', 'A'));
     const killed = cli(sb, ['scan', '--store', 'st', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'scan-after-enqueue' } });

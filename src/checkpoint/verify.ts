@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import { classifyGitFailure, type GitRunner } from '../git/runner.js';
 import { vaultEnv } from '../git/inspect.js';
+import { queuedBytesSql } from './outbox.js';
 
 export type VerifyCode =
   | 'git-unavailable'
@@ -226,7 +227,7 @@ export async function verifyStore(store: Store, runner: GitRunner): Promise<Veri
   const batches = (db.prepare('SELECT batch_id, kind, ref_id, state, commit_id FROM batches ORDER BY batch_id').all() as Array<{
     batch_id: number; kind: string; ref_id: string; state: 'queued' | 'committed'; commit_id: string | null;
   }>).map((r): BatchFact => ({ batchId: r.batch_id, kind: r.kind, refId: r.ref_id, state: r.state, commit: r.commit_id }));
-  const files = (db.prepare('SELECT batch_id, path, deleted, blob_oid, bytes IS NOT NULL AS has_bytes FROM batch_files ORDER BY batch_id, path').all() as Array<{
+  const files = (db.prepare(`SELECT f.batch_id, f.path, f.deleted, f.blob_oid, ${queuedBytesSql('f')} IS NOT NULL AS has_bytes FROM batch_files f ORDER BY f.batch_id, f.path`).all() as Array<{
     batch_id: number; path: string; deleted: number; blob_oid: string | null; has_bytes: number;
   }>).map((r): FileFact => ({ batchId: r.batch_id, path: r.path, deleted: r.deleted === 1, blobOid: r.blob_oid, hasBytes: r.has_bytes === 1 }));
   const publications = (db.prepare('SELECT publication_id, status, batch_id FROM publications').all() as Array<{

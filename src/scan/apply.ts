@@ -6,7 +6,7 @@
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { partitionOfPath, type PartitionId } from '../store/layout.js';
-import { enqueueBatch } from '../checkpoint/outbox.js';
+import { enqueueBatch, queueStagedFiles } from '../checkpoint/outbox.js';
 import { checkFile } from './check.js';
 import { sha256Hex } from '../records/record.js';
 import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
@@ -62,10 +62,10 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
         createdAt: a.createdAt,
         changes: remove.map((path) => ({ path, bytes: null })),
       });
-      // The bytes we hashed are the bytes we commit [GIT-7]: copied from staging, never re-read.
-      const copied = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) SELECT ?, path, 0, bytes FROM scan_staging WHERE scan_id = ?')
-        .run(batchId, a.scanId).changes;
-      if (copied !== write.length) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId} staged ${copied} files but planned ${write.length}`);
+      // The bytes we hashed are the bytes we commit [GIT-7]: the staged rows themselves, never re-read
+      // (they stay in scan_staging until the checkpoint is recorded).
+      const queued = queueStagedFiles(db, batchId, a.scanId);
+      if (queued !== write.length) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId} staged ${queued} files but planned ${write.length}`);
     }
 
     // [SCAN-4] fingerprints of everything read, so the next scan need not read it.
@@ -126,10 +126,8 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       db.prepare('INSERT INTO scans(scan_id, partition, caller, created_at, batch_id, receipt) VALUES (?, ?, ?, ?, ?, ?)')
         .run(a.scanId, a.receipt.partition, a.callerLabel, a.createdAt, batchId, JSON.stringify({ ...a.receipt, git: null }));
     }
-    // Only this scan's rows are there (scans of a store run one at a time, and each
-    // starts by clearing the table): deleting all of them lets SQLite free the
-    // table's pages at once (100k staged files: ~40 ms instead of ~150 ms).
-    db.prepare('DELETE FROM scan_staging').run();
+    // A queued checkpoint keeps the staged bytes (the outbox reads them there); otherwise they go now.
+    if (batchId === null) db.prepare('DELETE FROM scan_staging WHERE scan_id = ?').run(a.scanId);
     return batchId;
   }).immediate();
 }

@@ -15,7 +15,7 @@ import type { Store } from '../store/store.js';
 import type { PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
 import type { Caller } from '../access.js';
-import { batchGitState, drainOutbox } from '../checkpoint/outbox.js';
+import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/outbox.js';
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
@@ -44,8 +44,8 @@ const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
  * Scans of one store run one after the other in this process. A scan's
  * staged rows live from its walk to its applying transaction, across awaits
  * (the waiting checkpoints, the blob preload's start), and every scan begins
- * by clearing what earlier scans left in `scan_staging`: two at once would
- * take each other's files away. Keyed by the database file, so two services
+ * by clearing what earlier scans left in `scan_staging` (but the bytes of
+ * their queued checkpoints): two at once would take each other's files away. Keyed by the database file, so two services
  * open on one store share the queue; other processes are kept out by the
  * store's writer lock.
  */
@@ -76,7 +76,7 @@ async function scanNow(store: Store, runner: GitRunner, opts: ScanOptions): Prom
   const waiting = db.prepare("SELECT batch_id, kind, ref_id FROM batches WHERE state = 'queued' ORDER BY batch_id").all() as Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>;
   await drainOutbox(store, runner);
 
-  db.prepare('DELETE FROM scan_staging').run(); // leftovers of a killed scan
+  clearUnqueuedStaging(db); // leftovers of a killed scan
   const baselined = partitions.filter((p) => db.prepare('SELECT 1 FROM scan_partitions WHERE partition = ?').get(p) === undefined);
   const progress: ScanProgress = { phase: 'walk', seen: 0, expected: 0, hashed: 0 };
 

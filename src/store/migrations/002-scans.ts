@@ -19,8 +19,10 @@
  *   back into `records`.
  * - `scan_staging`: bytes a running scan has read and hashed, staged in short
  *   transactions so a 100k-file baseline neither holds every file in memory
- *   nor keeps the write lock for the whole walk. Leftovers of a killed scan
- *   are dropped by the next scan.
+ *   nor keeps the write lock for the whole walk. When the scan queues its
+ *   checkpoint, the staged rows become that batch's bytes (its `batch_files`
+ *   rows hold NULL; outbox.ts `queuedBytesSql`) until the checkpoint is
+ *   recorded. Leftovers of a killed scan are dropped by the next scan.
  * - `vault_files.racy`: the file's mtime was too close to the moment it was
  *   fingerprinted to trust it (a same-size edit in the same clock tick would
  *   look unchanged), so the next scan hashes it once more, as Git does with
