@@ -528,6 +528,36 @@ describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commit
     expect(JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout).ok).toBe(true);
   });
 
+  it('knowledge verify checks a queued scan\'s staged bytes; a scan batch queued with its bytes inline (older stores) still commits them', () => {
+    put('private/a.md', record('a', 'A'));
+    put('private/b.md', record('b', 'B'));
+    const r = scan([], NO_GIT);
+    const verify = () => JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout) as { ok: boolean; batches: { queued: number }; problems: Array<{ code: string; path?: string }> };
+    expect(verify()).toMatchObject({ ok: true, batches: { queued: 1 }, problems: [] });
+    const d = new Database(join(store, 'state.sqlite')); // no Knowledge process is running
+    try {
+      // a.md as a Knowledge before schema version 6 queued it: its bytes in batch_files, none staged.
+      d.prepare("UPDATE batch_files SET bytes = (SELECT bytes FROM scan_staging WHERE path = 'private/a.md') WHERE path = 'private/a.md'").run();
+      d.prepare("DELETE FROM scan_staging WHERE path = 'private/a.md'").run();
+      expect(verify()).toMatchObject({ ok: true, problems: [] });
+      // b.md's staged bytes lost: verify names the file.
+      const b = d.prepare("SELECT bytes FROM scan_staging WHERE path = 'private/b.md'").pluck().get() as Buffer;
+      d.prepare("DELETE FROM scan_staging WHERE path = 'private/b.md'").run();
+      expect(verify()).toMatchObject({ ok: false, problems: [{ code: 'bytes-missing', path: 'private/b.md' }] });
+      d.prepare('INSERT INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)').run(r.scanId, 'private/b.md', b);
+    } finally {
+      d.close();
+    }
+    put('private/a.md', record('a', 'A, edited'));
+    const back = scan();
+    expect(back.retried.map((x) => [x.id, x.git.state])).toEqual([[r.scanId, 'committed']]);
+    const at = userGit(sb, vault, ['log', '--format=%H', `--grep=Knowledge-Scan: ${r.scanId}`, 'main']).trim();
+    expect(userGit(sb, vault, ['show', `${at}:private/a.md`])).toBe(record('a', 'A'));
+    expect(userGit(sb, vault, ['show', `${at}:private/b.md`])).toBe(record('b', 'B'));
+    expect(userGit(sb, vault, ['show', 'main:private/a.md'])).toBe(record('a', 'A, edited'));
+    expect(verify()).toMatchObject({ ok: true, problems: [] });
+  });
+
   it('a scan killed after queueing its checkpoint is committed exactly once by the next scan', () => {
     put('private/a.md', record('a', 'A'));
     const killed = cli(sb, ['scan', '--store', 'st', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'scan-after-enqueue' } });

@@ -285,6 +285,8 @@ describe('drainOutbox in chains', () => {
     for (const f of files) expect(ugitRaw(sb, s.store.paths.vault, ['cat-file', 'blob', `main:${f.rel}`]).stdout.equals(f.bytes)).toBe(true);
     const left = s.store.db.prepare('SELECT count(*) FROM batch_files WHERE bytes IS NOT NULL').pluck().get();
     expect(left).toBe(0);
+    expect(s.store.db.prepare('SELECT count(*) FROM scan_staging').pluck().get()).toBe(0); // the scan's queued bytes went with its record
+
     await s.settle();
     expect(ugit(sb, s.store.paths.vault, ['status', '--porcelain', '--', 'private'])).toBe('');
   });

@@ -441,5 +441,5 @@ async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> 
 
 /** A queued file whose bytes are gone (never expected; `knowledge verify` reports it as bytes-missing). */
 function lostBytes(batchId: number, path: string): Error {
-  return new Error(`queued batch ${batchId} has lost the bytes of ${path}`);
+  return new Error(`queued batch ${batchId} has lost the bytes of ${path} (knowledge verify lists every such file)`);
 }

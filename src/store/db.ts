@@ -12,9 +12,10 @@ import m002 from './migrations/002-scans.js';
 import m003 from './migrations/003-read.js';
 import m004 from './migrations/004-attachments.js';
 import m005 from './migrations/005-verify.js';
+import m006 from './migrations/006-staged-bytes.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006];
 
 export const SCHEMA_VERSION = migrations.length;
 
