@@ -85,7 +85,8 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       for (const path of remove) indexer.release(path);
       for (const path of write) indexer.release(path);
       // Pages in rowid order; `+scan_id` keeps SQLite on the rowid range instead of
-      // re-reading and sorting every staged row for each page.
+      // re-reading and sorting every staged row for each page. (Rows of earlier scans
+      // whose checkpoints still wait have lower rowids: the first page steps over them once.)
       // The staged bytes are checked again here (cheaper than staging the verdicts as well).
       const page = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
       for (let after = 0; ;) {
