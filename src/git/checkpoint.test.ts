@@ -230,7 +230,7 @@ describe('commitBatch in a user repository', () => {
     const vault = join(sb.dir, 'vault');
     mkdirSync(vault);
     const out = await commitBatch(new GitRunner({ gitPath: '/nonexistent/git' }), vault, makeBatch());
-    expect(out).toEqual({ state: 'unavailable', reason: 'git executable not found on PATH' });
+    expect(out).toEqual({ state: 'unavailable', reason: 'git executable not found: /nonexistent/git' });
     expect(existsSync(join(vault, '.git'))).toBe(false);
   });
 });

@@ -18,7 +18,7 @@ describe('GitRunner', () => {
 
   it('reports a missing executable as not ok instead of throwing', async () => {
     const byPath = await new GitRunner({ gitPath: '/nonexistent/git' }).detect();
-    expect(byPath).toEqual({ ok: false, reason: 'git executable not found on PATH' });
+    expect(byPath).toEqual({ ok: false, reason: 'git executable not found: /nonexistent/git' });
     const noPath = await new GitRunner({ pathEnv: '/nonexistent-bin' }).detect();
     expect(noPath).toEqual({ ok: false, reason: 'git executable not found on PATH' });
     const r = await new GitRunner({ gitPath: '/nonexistent/git' }).run(['status'], { cwd: '/' });

@@ -96,7 +96,7 @@ export class GitRunner {
   async detect(): Promise<GitDetect> {
     if (this.detected) return this.detected;
     const r = await this.run(['--version'], { cwd: '/', timeoutMs: Math.min(this.timeoutMs, 10_000) });
-    if (r.notRunnable) return { ok: false, reason: 'git executable not found on PATH' };
+    if (r.notRunnable) return { ok: false, reason: this.gitPath.includes('/') ? `git executable not found: ${this.gitPath}` : 'git executable not found on PATH' };
     if (r.code === -1 && !r.timedOut) return { ok: false, reason: `cannot start git: ${firstLine(r.stderr)}` };
     if (r.timedOut) return { ok: false, reason: 'git --version timed out' };
     if (r.code !== 0) return { ok: false, reason: `git --version failed: ${firstLine(r.stderr)}` };
