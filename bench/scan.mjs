@@ -69,8 +69,9 @@ quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo.
 
 /**
  * Run a command; wall time, and CPU time (user + system, the command and
- * every process it waited for, e.g. git's children) from the shell's `times`,
- * which this VM's disk swings far less than wall time.
+ * every process it waited for, e.g. git's children) from the shell's `times`:
+ * where a slow round spent its time (git's own CPU time swings with this
+ * VM's file system, most of it in the kernel).
  */
 function timed(cmd, args, opts = {}) {
   const t0 = performance.now();
@@ -174,7 +175,7 @@ cleanup(store2);
 console.log(`baseline without git (scan phases only, no drain): ${s(kNoGit.ms)}, peak RSS ${kNoGit.rssMiB.toFixed(0)} MiB`);
 const peak = Math.max(...rounds.map((r) => r.rss));
 console.log(`baseline: knowledge scan median ${s(median(rounds.map((r) => r.k)))} vs git add -A && git commit median ${s(median(rounds.map((r) => r.git)))}; median ratio ${median(rounds.map((r) => r.k / r.git)).toFixed(2)}x over ${rounds.length} alternating rounds (goal <= 1.0x); peak RSS ${peak.toFixed(0)} MiB at most (goal <= 256 MiB); ${rounds[0].diagnostics} diagnostics`);
-console.log(`baseline CPU time (user + system, with child processes; the disk moves it far less than wall time): knowledge scan median ${s(median(rounds.map((r) => r.kCpu)))} vs git add -A && git commit median ${s(median(rounds.map((r) => r.gitCpu)))}; median ratio ${median(rounds.map((r) => r.kCpu / r.gitCpu)).toFixed(2)}x`);
+console.log(`baseline CPU time (user + system, with child processes): knowledge scan median ${s(median(rounds.map((r) => r.kCpu)))} vs git add -A && git commit median ${s(median(rounds.map((r) => r.gitCpu)))}; median ratio ${median(rounds.map((r) => r.kCpu / r.gitCpu)).toFixed(2)}x`);
 console.log(`reference (not the goal): git add -A && git commit with core.fsync=committed, as durable as Knowledge, median ${s(median(rounds.map((r) => r.durable)))}; median ratio ${median(rounds.map((r) => r.k / r.durable)).toFixed(2)}x`);
 
 // Unchanged rescans vs git status on the vault's own repository.
