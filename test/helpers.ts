@@ -55,7 +55,6 @@ export function userGitRaw(sb: Sandbox, cwd: string, args: string[]): SpawnSyncR
 const repoRoot = new URL('..', import.meta.url).pathname;
 export const cliPath = join(repoRoot, 'bin', 'knowledge.js');
 
-/** Run the built CLI as a real process. */
 /**
  * A CLI process that has not ended after this long is killed, so the test
  * fails with a reason instead of holding the whole run (spawnSync blocks the
@@ -66,6 +65,7 @@ export const cliPath = join(repoRoot, 'bin', 'knowledge.js');
  */
 const CLI_TIMEOUT_MS = 180_000;
 
+/** Run the built CLI as a real process. */
 export function cli(sb: Sandbox, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}) {
   const r = spawnSync(process.execPath, [cliPath, ...args], {
     cwd: opts.cwd ?? sb.dir,

@@ -229,6 +229,7 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   // the queue always makes progress down to single batches.
   let chainLimit = Math.min(maxBatches, FIRST_CHAIN);
   const maxBytes = Math.max(1, opts.maxChainBytes ?? CHAIN_MAX_BYTES);
+  // A batch's size counts its bytes wherever queuedBytesSql finds them (a scan's: in its staged rows).
   const nextRows = db.prepare(
     `SELECT b.*, (SELECT COALESCE(SUM(length(f.bytes)), 0) FROM batch_files f WHERE f.batch_id = b.batch_id)
        + (CASE WHEN b.kind = 'scan' THEN (SELECT COALESCE(SUM(length(s.bytes)), 0) FROM scan_staging s WHERE s.scan_id = b.ref_id) ELSE 0 END) AS size

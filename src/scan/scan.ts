@@ -43,11 +43,12 @@ const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
 /**
  * Scans of one store run one after the other in this process. A scan's
  * staged rows live from its walk to its applying transaction, across awaits
- * (the waiting checkpoints, the blob preload's start), and every scan begins
- * by clearing what earlier scans left in `scan_staging` (but the bytes of
- * their queued checkpoints): two at once would take each other's files away. Keyed by the database file, so two services
- * open on one store share the queue; other processes are kept out by the
- * store's writer lock.
+ * (the waiting checkpoints, the blob preload's start) — and on, as its queued
+ * checkpoint's bytes, until that is recorded — and every scan begins by
+ * clearing what earlier scans left in `scan_staging` but did not queue: two at
+ * once would take each other's files away. Keyed by the database file, so two
+ * services open on one store share the queue; other processes are kept out by
+ * the store's writer lock.
  */
 const queues = new Map<string, Promise<void>>();
 
