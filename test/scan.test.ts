@@ -689,6 +689,60 @@ describe('[SCAN-4] an open service keeps recorded metadata between scans, and it
     expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, modified: [], unchanged: 10_000 });
   });
 
+  it('folders found wholly unchanged are recognised by a digest of their listing, which never hides an edit, a new or gone file, or a publication', async () => {
+    const folders = ['a', 'b', 'c', 'd'];
+    for (const f of folders) for (const n of [1, 2, 3]) {
+      put(`private/${f}/n${n}.md`, `# ${f} ${n}\n`);
+      old(`private/${f}/n${n}.md`);
+    }
+    const digests = () => {
+      const d = db();
+      try {
+        return Object.fromEntries((d.prepare("SELECT dir, digest FROM scan_folders WHERE partition = 'private' ORDER BY dir").raw().all() as Array<[string, string | null]>)
+          .map(([dir, digest]) => [dir.slice('private/'.length), digest !== null]));
+      } finally {
+        d.close();
+      }
+    };
+    expect(scan([], NO_GIT).added).toHaveLength(12);
+    expect(digests()).toEqual({ a: false, b: false, c: false, d: false }); // just recorded: nothing compared yet
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 12 });
+    expect(digests()).toEqual({ a: true, b: true, c: true, d: true });
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 12, added: [], modified: [], deleted: [] }); // by digest alone
+
+    writeFileSync(join(vault, 'private/a/n1.md'), '# a 1, edited\n');
+    old('private/a/n1.md'); // an older mtime than recorded: size and inode tell
+    put('private/b/new.md', '# new\n');
+    old('private/b/new.md');
+    unlinkSync(join(vault, 'private/c/n2.md'));
+    utimesSync(join(vault, 'private/d/n3.md'), 1_700_000_500, 1_700_000_500); // touched, same bytes
+    expect(scan([], NO_GIT)).toMatchObject({ modified: ['private/a/n1.md'], added: ['private/b/new.md'], deleted: ['private/c/n2.md'], hashed: 3, unchanged: 9 });
+    expect(digests()).toEqual({ a: false, b: false, c: false, d: false });
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 12, modified: [] });
+    expect(digests()).toEqual({ a: true, b: true, c: true, d: true });
+
+    // Same size, same inode, another mtime: an edit in place.
+    writeFileSync(join(vault, 'private/b/n2.md'), '# b X\n');
+    old('private/b/n2.md');
+    utimesSync(join(vault, 'private/b/n2.md'), 1_700_000_001, 1_700_000_001);
+    rmSync(join(vault, 'private/d'), { recursive: true });
+    const s = service();
+    expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/b/n2.md'], deleted: ['private/d/n1.md', 'private/d/n2.md', 'private/d/n3.md'], hashed: 1 });
+    expect(digests()).toEqual({ a: true, b: false, c: true, d: false });
+    expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, unchanged: 9, deleted: [] });
+    expect(digests()).toEqual({ a: true, b: true, c: true }); // a folder left with nothing recorded is forgotten
+    // A publication's install clears the digest of its folder: it is compared file by file, and is not an outside edit.
+    const rec = (v: number) => `---\nkind: page\nid: rec-pub\n${v > 1 ? 'revision: 1\n' : ''}title: Published\n---\nVersion ${v}.\n`;
+    const path = (await s.publish({ partition: 'private', actor: 'operator', records: [rec(1)], evidence: [] })).records[0]!.path as string;
+    const dir = path.slice('private/'.length, path.lastIndexOf('/'));
+    expect(await s.scan({ caller: operator })).toMatchObject({ added: [], modified: [], hashed: 0 });
+    expect(digests()[dir]).toBe(true);
+    await s.publish({ partition: 'private', actor: 'operator', records: [rec(2)], evidence: [] });
+    expect(digests()[dir]).toBe(false);
+    expect(await s.scan({ caller: operator })).toMatchObject({ added: [], modified: [], deleted: [] });
+    expect(readFileSync(join(vault, path), 'utf8')).toContain('Version 2.');
+  });
+
   // The restore below puts back the very inode, size and mtime recorded before a publication replaced the file:
   // only a copy that followed the publication (or another writer) can tell that the file changed.
   async function publishThenRestore(publisher: () => KnowledgeService | ((path: string) => void)) {

@@ -168,7 +168,7 @@ describe('[READ-1] deferred read-index maintenance', () => {
       deferReadIndex(db, (touch) => {
         apply(db, [{ op: 'insert', row: { id: 'a', partition: 'private', path: 'private/pages/a.md', kind: 'page', title: 'Quince', lifecycle: 'active', aliases: '[]', tags: '[]', meta: '{}', body: 'jam' } }], touch);
         expect(db.prepare('SELECT count(*) FROM records_fts').pluck().get()).toBe(0);
-        expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").pluck().get()).toBe(0);
+        expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'records'").pluck().get()).toBe(0);
       }))();
     expect(searchRecords(db, 'all', parseSearchQuery({ query: 'jam' })).results.map((h) => h.id)).toEqual(['a']);
     expect(snapshot(db).triggers).toEqual(snapshot(fresh()).triggers);

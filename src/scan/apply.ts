@@ -14,6 +14,7 @@ import { RecordIndexer } from './reindex.js';
 import { pathsAffectedByIds, recheckReferences } from './references.js';
 import { isMarkdownPath } from './scope.js';
 import { deferReadIndex } from '../read/index-maintenance.js';
+import { writeVaultFiles } from '../store/vault-files.js';
 import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
 
 /** Record ids changing standing up to which references are re-checked only where they are held or linked to. */
@@ -74,9 +75,11 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
        ON CONFLICT(path) DO UPDATE SET partition = excluded.partition, size = excluded.size, mtime_ns = excluded.mtime_ns,
          ino = excluded.ino, sha256 = excluded.sha256, racy = excluded.racy`,
     );
-    for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ino, f.sha256, f.racy ? 1 : 0);
     const forget = db.prepare('DELETE FROM vault_files WHERE path = ?');
-    for (const path of remove) forget.run(path);
+    writeVaultFiles(db, [...a.read.map((f) => f.path), ...remove], () => {
+      for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ino, f.sha256, f.racy ? 1 : 0);
+      for (const path of remove) forget.run(path);
+    });
 
     // The records index and per-file diagnostics follow the committed bytes. The
     // read indexes (FTS, links) are brought in line once, set-wise, at the end.

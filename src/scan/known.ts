@@ -1,21 +1,24 @@
 /**
- * What a scan knows of the recorded files of a partition [SCAN-4]: size,
- * mtime and inode from `vault_files`, kept in memory between scans of one
- * open store, so a Gateway that scans on every request does not reload 100k
- * rows each time.
+ * What a scan knows of the recorded files [SCAN-4], folder by folder.
  *
- * The copy is used only while it provably equals the table:
- * - writes by other connections (another process, or another connection of
- *   this one) change `PRAGMA data_version`: the copy is dropped;
- * - writes by this connection go through src/store/vault-files.ts, which
- *   names the paths written (noteVaultFileWrite); those rows are reloaded
- *   before the next scan (a rolled-back write reloads the old row);
- * - the scan's own apply updates the copy after its transaction commits, or
- *   drops it when the transaction fails or the change is large.
+ * `vault_files` holds size, mtime and inode of every recorded file;
+ * `scan_folders` (migration 007) names the folders that hold them, and keeps
+ * for a folder found wholly unchanged a digest of what the walk saw there.
+ * A scan loads the folder rows of its partitions (one per folder) and then:
+ * - a walked folder whose digest equals its kept one is unchanged, file for
+ *   file, without looking up any file's row;
+ * - any other folder's rows are loaded and each file compared with its row
+ *   (plan.ts isUnchanged); a folder found wholly unchanged that way gets its
+ *   digest kept, if no write touched its rows since they were loaded
+ *   (`version`, bumped by triggers on every write to `vault_files`);
+ * - recorded folders the walk never listed are loaded too: their files are
+ *   candidates for deletion.
  *
- * The copy also only ever causes a file to be read, never a change to be
- * reported: observe.ts takes the recorded hash of every file it reads, and
- * checks every file it would call deleted, against the table itself.
+ * The digest stands exactly for the per-file check: a digest is kept only
+ * when every scanned file of the folder matched its row (same size, mtime and
+ * inode, not racy) and every row admitted here was seen, so an equal digest
+ * later means the same names with the same stats, against rows that no write
+ * has touched since (a write clears the digest).
  *
  * Times are compared as Node's number `Stats.mtimeMs` (no BigInt, no Date
  * objects per file): the stored nanoseconds are turned into that same double
@@ -23,11 +26,11 @@
  * resolves about 0.25 µs at today's dates, far finer than the racy window
  * (plan.ts isRacy) that already covers edits close to a recorded mtime.
  */
+import { createHash } from 'node:crypto';
 import type { DB } from '../store/db.js';
-import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
-import { currentVaultFileWrites, watchVaultFileWrites, type VaultFileWrites } from '../store/vault-files.js';
-import { dirInScope, inScanScope, isScannedFileName, pathProblem } from './scope.js';
-import type { ReadFile } from './types.js';
+import type { PartitionId } from '../store/layout.js';
+import { dirInScope, isScannedFileName, pathProblem } from './scope.js';
+import type { WalkFile } from './walk.js';
 
 export interface KnownEntry {
   /** -1 when racy. */
@@ -38,11 +41,9 @@ export interface KnownEntry {
   ino: number;
   /** Too close to its scan's clock to trust (plan.ts isRacy): never matches. */
   racy: boolean;
-  /** The stamp of the last scan whose walk saw this path. */
-  seen: number;
+  /** Whether this scan's walk saw the file. */
+  seen: boolean;
 }
-
-export type KnownFiles = Map<string, KnownEntry>;
 
 const NS_PER_S = 1_000_000_000n;
 
@@ -72,128 +73,94 @@ export function msFromNs(ns: string): number {
 }
 
 export function knownEntry(size: number, mtimeNs: string, ino: string, racy: boolean): KnownEntry {
-  return { size: racy ? -1 : size, mtimeMs: msFromNs(mtimeNs), ino: Number(ino), racy, seen: 0 };
+  return { size: racy ? -1 : size, mtimeMs: msFromNs(mtimeNs), ino: Number(ino), racy, seen: false };
 }
 
-interface Cache {
-  dataVersion: number;
-  writes: VaultFileWrites;
-  partitions: Map<PartitionId, KnownFiles>;
-  stamp: number;
+/** A recorded folder: its version and the digest kept for it (null: none). */
+export interface RecordedFolder {
+  version: number;
+  digest: string | null;
 }
 
-const caches = new WeakMap<DB, Cache>();
-
-/** Above this many files changed by one scan, its copy is dropped rather than updated (a later scan reloads). */
-const MAX_APPLIED = 10_000;
-
-export interface KnownSnapshot {
-  byPartition: Map<PartitionId, KnownFiles>;
-  /** Marks entries seen by this scan's walk. */
-  stamp: number;
-  /** True when (part of) the copy comes from an earlier scan. */
-  reused: boolean;
+/** The recorded folders of a partition (dir → row). */
+export function recordedFolders(db: DB, p: PartitionId): Map<string, RecordedFolder> {
+  const rows = db.prepare('SELECT dir, version, digest FROM scan_folders WHERE partition = ?').raw().all(p) as Array<[string, number, string | null]>;
+  return new Map(rows.map(([dir, version, digest]) => [dir, { version, digest }]));
 }
 
-// pathProblem's rules (control characters, backslash, > 4096 UTF-8 bytes) as one test for the common case.
-// eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
-const ODD_PATH_RE = /[\u0000-\u001f\u007f\\]/;
-
-/** Adds a file when the walk of `pdir` would see its path (dirOk caches the folder half of the rule). */
-function admit(map: KnownFiles, pdir: string, dirOk: Map<string, boolean>, path: string, size: number, mtimeNs: string, ino: string): void {
-  const slash = path.lastIndexOf('/');
-  if (slash <= 0) return;
-  const dir = path.slice(0, slash);
-  let ok = dirOk.get(dir);
-  if (ok === undefined) dirOk.set(dir, (ok = dirInScope(dir, pdir)));
-  if (!ok || !isScannedFileName(path.slice(slash + 1))) return;
-  if ((path.length > 1365 || ODD_PATH_RE.test(path)) && pathProblem(path) !== null) return;
-  map.set(path, { size, mtimeMs: msFromNs(mtimeNs), ino: Number(ino), racy: size < 0, seen: 0 });
+export interface FolderFiles {
+  /** The folder's version read together with its rows; null when the folder has no row. */
+  version: number | null;
+  /** Rows directly under the folder, admitted or not. */
+  rows: number;
+  /** The admitted files, by name. */
+  entries: Map<string, KnownEntry>;
 }
+
+// One statement, so the version and the rows come from one snapshot: the version's row first.
+const FOLDER_ROWS = `SELECT NULL, version, NULL, NULL FROM scan_folders WHERE dir = @dir
+  UNION ALL
+  SELECT path, CASE WHEN racy THEN -1 ELSE size END, mtime_ns, ino FROM vault_files
+   WHERE path > @lo AND path < @hi AND instr(substr(path, @cut), '/') = 0`;
 
 /**
- * One partition's rows as one text, `path TAB size TAB mtime_ns TAB ino` per
- * line (size -1 when racy): for 100k rows this takes about half the time of
- * better-sqlite3 building 100k row arrays (measured 90-166 ms vs 154-367 ms).
- * Paths holding a tab or newline are left out here, as admit() leaves them
- * out (control characters).
+ * The recorded files directly in vault folder `dir` of partition folder
+ * `pdir`, filtered by the walk's own scope rule (a row the walk would never
+ * hand over is not admitted: it is neither compared nor ever deleted).
  */
-const PARTITION_TEXT = `SELECT group_concat(path || char(9) || CASE WHEN racy THEN -1 ELSE size END || char(9) || mtime_ns || char(9) || ino, char(10))
-  FROM vault_files WHERE partition = ? AND instr(path || mtime_ns || ino, char(9)) = 0 AND instr(path || mtime_ns || ino, char(10)) = 0`;
-
-function loadPartition(db: DB, p: PartitionId): KnownFiles {
-  const map: KnownFiles = new Map();
-  const text = (db.prepare(PARTITION_TEXT).pluck().get(p) as string | null) ?? '';
-  const pdir = partitionDir(p);
-  const dirOk = new Map<string, boolean>();
-  for (let pos = 0; pos < text.length; ) {
-    let nl = text.indexOf('\n', pos);
-    if (nl < 0) nl = text.length;
-    const t1 = text.indexOf('\t', pos);
-    const t2 = text.indexOf('\t', t1 + 1);
-    const t3 = text.indexOf('\t', t2 + 1);
-    admit(map, pdir, dirOk, text.slice(pos, t1), Number(text.slice(t1 + 1, t2)), text.slice(t2 + 1, t3), text.slice(t3 + 1, nl));
-    pos = nl + 1;
-  }
-  return map;
-}
-
-/**
- * The recorded files of `partitions` (path → entry), filtered by the walk's
- * own scope rule. Reused from this connection's last scan when nothing else
- * wrote `vault_files` since.
- */
-export function knownFiles(db: DB, partitions: readonly PartitionId[]): KnownSnapshot {
-  const dataVersion = db.pragma('data_version', { simple: true }) as number;
-  let cache = caches.get(db);
-  let reused = false;
-  if (cache && cache.dataVersion === dataVersion && currentVaultFileWrites(db) === cache.writes && !cache.writes.overflow) {
-    reused = cache.partitions.size > 0;
-    if (cache.writes.paths.size > 0) {
-      const one = db.prepare('SELECT partition, CASE WHEN racy THEN -1 ELSE size END, mtime_ns, ino FROM vault_files WHERE path = ?').raw();
-      for (const path of cache.writes.paths) {
-        for (const map of cache.partitions.values()) map.delete(path);
-        const row = one.get(path) as [PartitionId, number, string, string] | undefined;
-        if (!row) continue;
-        const map = cache.partitions.get(row[0]);
-        if (map) admit(map, partitionDir(row[0]), new Map(), path, row[1], row[2], row[3]);
-      }
-      cache.writes.paths.clear();
+export function folderFiles(db: DB, dir: string, pdir: string): FolderFiles {
+  // '0' follows '/': every path under "dir/" sorts between the two.
+  const rows = db.prepare(FOLDER_ROWS).raw().all({ dir, lo: `${dir}/`, hi: `${dir}0`, cut: dir.length + 2 }) as Array<[string | null, number, string | null, string | null]>;
+  const out: FolderFiles = { version: null, rows: 0, entries: new Map() };
+  const inScope = dirInScope(dir, pdir);
+  for (const [path, size, mtimeNs, ino] of rows) {
+    if (path === null) {
+      out.version = size;
+      continue;
     }
-  } else {
-    cache = { dataVersion, writes: watchVaultFileWrites(db), partitions: new Map(), stamp: 0 };
-    caches.set(db, cache);
+    out.rows++;
+    const name = path.slice(dir.length + 1);
+    if (!inScope || !isScannedFileName(name) || pathProblem(path) !== null) continue;
+    out.entries.set(name, { size, mtimeMs: msFromNs(mtimeNs!), ino: Number(ino), racy: size < 0, seen: false });
   }
-  const byPartition = new Map<PartitionId, KnownFiles>();
-  for (const p of partitions) {
-    let map = cache.partitions.get(p);
-    if (!map) cache.partitions.set(p, (map = loadPartition(db, p)));
-    byPartition.set(p, map);
-  }
-  return { byPartition, stamp: ++cache.stamp, reused };
+  return out;
 }
 
 /**
- * After the scan's apply committed: the files it read are recorded with the
- * fingerprints it read, and `removed` are gone. Large changes drop the copy.
+ * A digest of the scanned files of one folder as the walk saw them, in its
+ * order: names, sizes, mtimes and inodes. (The same folder listed in another
+ * order only misses its digest: its files are then compared one by one.)
  */
-export function knownFilesApplied(db: DB, read: readonly ReadFile[], removed: readonly string[]): void {
-  const cache = caches.get(db);
-  if (!cache) return;
-  if (read.length + removed.length > MAX_APPLIED) {
-    forgetKnownFiles(db);
-    return;
+export function folderDigest(files: readonly WalkFile[]): string {
+  const stats = new Float64Array(files.length * 3);
+  let names = '';
+  for (let i = 0; i < files.length; i++) {
+    const f = files[i]!;
+    names += `${f.name}/`;
+    stats[i * 3] = f.st.size;
+    stats[i * 3 + 1] = f.st.mtimeMs;
+    stats[i * 3 + 2] = f.st.ino;
   }
-  for (const path of removed) for (const map of cache.partitions.values()) map.delete(path);
-  for (const f of read) {
-    const p = partitionOfPath(f.path);
-    const map = p === null ? undefined : cache.partitions.get(p);
-    if (!map) continue;
-    if (inScanScope(f.path, partitionDir(p!)) && pathProblem(f.path) === null) map.set(f.path, knownEntry(f.size, f.mtimeNs, f.ino, f.racy));
-  }
+  return createHash('sha256').update(names).update(new Uint8Array(stats.buffer)).digest('base64');
 }
 
-/** Drop this connection's copy (e.g. a scan's apply failed): the next scan reloads it. */
-export function forgetKnownFiles(db: DB): void {
-  caches.delete(db);
+/**
+ * Keep digests of folders found wholly unchanged (`kept`) and drop the rows
+ * of folders that no longer hold any recorded file (`emptied`), each only if
+ * its version is still the one read with its rows. An optimisation: a busy
+ * database skips it (the next scan compares file by file again).
+ */
+export function keepFolderDigests(db: DB, kept: ReadonlyArray<[string, number, string]>, emptied: ReadonlyArray<[string, number]>): void {
+  if (kept.length === 0 && emptied.length === 0) return;
+  const put = db.prepare('UPDATE scan_folders SET digest = ? WHERE dir = ? AND version = ?');
+  const drop = db.prepare('DELETE FROM scan_folders WHERE dir = ? AND version = ?');
+  try {
+    db.transaction(() => {
+      for (const [dir, version, digest] of kept) put.run(digest, dir, version);
+      for (const [dir, version] of emptied) drop.run(dir, version);
+    }).immediate();
+  } catch (err) {
+    if ((err as { code?: string }).code?.startsWith('SQLITE_BUSY')) return;
+    throw err;
+  }
 }

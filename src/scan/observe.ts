@@ -12,12 +12,13 @@ import { readdirSync } from 'node:fs';
 import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
-import { walkPartition, type WalkStat } from './walk.js';
+import { walkPartition, type WalkFile } from './walk.js';
 import { endPrefetchWorkers, prefetchPartitions, PREFETCH_MIN_FILES } from './prefetch.js';
 import { readStable, sleepSync, type ReadOutcome } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
-import { knownFiles, type KnownEntry } from './known.js';
+import { dirInScope } from './scope.js';
+import { folderDigest, folderFiles, keepFolderDigests, recordedFolders, type RecordedFolder } from './known.js';
 import type { MissingFile, ReadFile, ScanDiagnostic, ScanProgress } from './types.js';
 
 export interface Observation {
@@ -57,14 +58,12 @@ export function observe(
   // workers read them too.
   const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
   const counts = partitions.map((p) => recorded.get(p) as number);
-  const large = counts.reduce((n, c) => n + c, 0) >= PREFETCH_MIN_FILES;
+  const knownCount = counts.reduce((n, c) => n + c, 0);
+  const large = knownCount >= PREFETCH_MIN_FILES;
   const readAhead = partitions.filter((_, i) => counts[i] === 0).map(partitionDir);
   const listing = large || readAhead.length > 0 ? prefetchPartitions(vault, partitions.map(partitionDir), readAhead) : null;
-  // Recorded files (maybe kept from this connection's last scan): the walk marks what it sees.
-  const snap = knownFiles(db, partitions);
-  const stamp = snap.stamp;
-  let knownCount = 0;
-  for (const m of snap.byPartition.values()) knownCount += m.size;
+  // The folders holding recorded files (known.ts): a file's row is looked up only in a folder whose digest differs.
+  const folders = partitions.map((p) => recordedFolders(db, p));
   progress.expected = knownCount;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
   const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
@@ -100,8 +99,7 @@ export function observe(
     switch (r.kind) {
       case 'ok': {
         progress.hashed++;
-        // A kept copy is checked against the table: it may only ever cause a read.
-        const knownSha = wasKnown || snap.reused ? ((getSha.get(path) as string | undefined) ?? null) : null;
+        const knownSha = wasKnown ? ((getSha.get(path) as string | undefined) ?? null) : null;
         // Changed bytes are staged unparsed: apply checks them once. The record id
         // that pairs a rename is read back below, only when some file is gone.
         if (knownSha !== r.sha256) {
@@ -129,39 +127,69 @@ export function observe(
     }
   };
 
+  const unseen: string[] = [];
+  const kept: Array<[string, number, string]> = [];
+  const emptied: Array<[string, number]> = [];
+  /** Compare a folder's files with its recorded rows, one by one; keep its digest when all are unchanged. */
+  const compareFolder = (dir: string, pdir: string, files: readonly WalkFile[], digest: string | null) => {
+    const known = folderFiles(db, dir, pdir);
+    let clean = true;
+    for (const f of files) {
+      const k = known.entries.get(f.name);
+      if (isUnchanged(k, f.st)) {
+        k!.seen = true;
+        unchanged++;
+        continue;
+      }
+      clean = false;
+      if (readChanged(`${dir}/${f.name}`, k !== undefined, f.st.preread) && k !== undefined) k.seen = true;
+    }
+    for (const [name, e] of known.entries) {
+      if (e.seen) continue;
+      clean = false;
+      unseen.push(`${dir}/${name}`);
+    }
+    if (known.version === null) return;
+    if (known.rows === 0) emptied.push([dir, known.version]);
+    else if (clean && digest !== null) kept.push([dir, known.version, digest]);
+  };
+
   try {
-    for (const p of partitions) {
-      const known = snap.byPartition.get(p)!;
-      // The walk asks whether a path is recorded and then hands over its stat: one lookup for both.
-      let lastPath = '';
-      let lastEntry: KnownEntry | undefined;
-      walkPartition(vault, partitionDir(p), {
-        isKnown: (path) => {
-          lastPath = path;
-          lastEntry = known.get(path);
-          return lastEntry !== undefined;
-        },
-        file: (path: string, st: WalkStat) => {
-          const k = path === lastPath ? lastEntry : known.get(path);
-          if (++progress.seen % 1024 === 0) onProgress?.(progress);
-          if (isUnchanged(k, st)) {
-            k!.seen = stamp;
-            unchanged++;
+    partitions.forEach((p, i) => {
+      const recordedHere = folders[i]!;
+      const pdir = partitionDir(p);
+      const walked = new Set<string>();
+      walkPartition(vault, pdir, {
+        files: (dir, files) => {
+          walked.add(dir);
+          const before = progress.seen;
+          progress.seen += files.length;
+          if (onProgress && before >>> 10 !== progress.seen >>> 10) onProgress(progress);
+          const folder: RecordedFolder | undefined = recordedHere.get(dir);
+          if (folder === undefined) {
+            // Nothing recorded here: every file is new.
+            for (const f of files) readChanged(`${dir}/${f.name}`, false, f.st.preread);
             return;
           }
-          if (readChanged(path, k !== undefined, st.preread) && k !== undefined) k.seen = stamp;
+          const digest = folderDigest(files);
+          if (digest === folder.digest) {
+            unchanged += files.length;
+            return;
+          }
+          compareFolder(dir, pdir, files, digest);
         },
         diagnostic: (d) => diagnostics.push(d),
         blocked: (path) => blocked.push(path),
       }, listing ?? undefined);
-    }
+      // Recorded folders the walk did not list (gone, blocked, or out of its scope): their files may be gone.
+      for (const dir of recordedHere.keys()) if (!walked.has(dir) && dirInScope(dir, pdir)) compareFolder(dir, pdir, [], null);
+    });
   } finally {
     listing?.close(); // what the workers still send is not needed
     // Workers that read a large baseline hold its garbage (tens of MiB): the next scan starts them afresh.
     if (listing && listing.prereads >= PREFETCH_MIN_FILES) endPrefetchWorkers();
   }
-  const unseen: string[] = [];
-  for (const known of snap.byPartition.values()) for (const [path, e] of known) if (e.seen !== stamp) unseen.push(path);
+  keepFolderDigests(db, kept, emptied);
   const missing = recheckMissing(vault, unseen, blocked, readChanged).map((path) => ({ path, sha256: '', recordId: null as string | null }));
   flushStage();
   if (missing.length > 0) {
@@ -171,7 +199,7 @@ export function observe(
       m.recordId = (recordIdOf.get({ p: m.path }) as string | undefined) ?? null;
     }
   }
-  // Only what the table itself records can be deleted (a kept copy never decides it).
+  // Only what the table itself records can be deleted.
   const gone = missing.filter((m) => m.sha256 !== '');
   if (gone.length > 0) {
     // Renames are also paired by the record id the new bytes claim (plan.ts): parse the new files, from staging.

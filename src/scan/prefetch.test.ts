@@ -21,13 +21,15 @@ afterEach(() => {
 });
 afterAll(() => endPrefetchWorkers());
 
-function walkLog(vault: string, pdir: string, fs: WalkFs, known: ReadonlySet<string> = new Set(), onFile?: (p: string, st: WalkStat) => unknown): string[] {
+function walkLog(vault: string, pdir: string, fs: WalkFs, onFile?: (p: string, st: WalkStat) => unknown): string[] {
   const log: string[] = [];
   walkPartition(vault, pdir, {
-    isKnown: (p) => known.has(p),
-    file: (p, st) => {
-      onFile?.(p, st);
-      log.push(`file ${p} ${st.size} ${st.mtimeMs} ${st.ino}`);
+    files: (dir, files) => {
+      log.push(`folder ${dir} ${files.length}`);
+      for (const { name, st } of files) {
+        onFile?.(`${dir}/${name}`, st);
+        log.push(`file ${dir}/${name} ${st.size} ${st.mtimeMs} ${st.ino}`);
+      }
     },
     diagnostic: (d) => log.push(`diag ${d.code} ${d.path} ${d.reason}`),
     blocked: (p) => log.push(`blocked ${p}`),
@@ -66,13 +68,12 @@ function tree(): string {
 describe('prefetched walk', () => {
   it('sees exactly what the plain walk sees, in the same order, for every partition', async () => {
     const vault = tree();
-    const known = new Set(['private/pages/00/p-0-3.md', 'private/pages/05/p-5-1.md']);
     for (const pdir of ['private', 'conversations/sess-1']) {
       const fs = prefetchPartitions(vault, [pdir]);
       expect(fs).toBeInstanceOf(PrefetchedFs);
-      const direct = walkLog(vault, pdir, directFs, known);
+      const direct = walkLog(vault, pdir, directFs);
       expect(direct.length).toBeGreaterThan(pdir === 'private' ? 1000 : 0);
-      expect(walkLog(vault, pdir, fs!, known)).toEqual(direct);
+      expect(walkLog(vault, pdir, fs!)).toEqual(direct);
       expect(fs!.directReads).toBe(0); // every folder the walk opened came from the workers
       fs!.finish();
       expect(fs!.size).toBe(0); // and they sent nothing the walk did not use
@@ -91,7 +92,7 @@ describe('prefetched walk', () => {
       const fs = prefetchPartitions(vault, [pdir], [pdir])!;
       const direct = walkLog(vault, pdir, directFs);
       const reads = new Map<string, ReadOutcome>();
-      expect(walkLog(vault, pdir, fs, new Set(), (p, st) => st.preread && reads.set(p, st.preread))).toEqual(direct);
+      expect(walkLog(vault, pdir, fs, (p, st) => st.preread && reads.set(p, st.preread))).toEqual(direct);
       const files = direct.filter((l) => l.startsWith('file ')).map((l) => l.split(' ')[1]!);
       expect(files.length).toBeGreaterThan(0);
       // Every file the walk hands over was read ahead (the .png is not a scanned name, so the walk never lists it),
@@ -123,7 +124,7 @@ describe('prefetched walk', () => {
     fs.finish(); // every listing sent, none taken: after its first file, each worker is over the limit
     const direct = walkLog(vault, 'private', directFs);
     let prereads = 0;
-    expect(walkLog(vault, 'private', fs, new Set(), (_p, st) => st.preread && prereads++)).toEqual(direct);
+    expect(walkLog(vault, 'private', fs, (_p, st) => st.preread && prereads++)).toEqual(direct);
     expect(prereads).toBeGreaterThan(0);
     expect(prereads).toBeLessThanOrEqual(4); // one per worker at most
     expect(direct.filter((l) => l.startsWith('file ')).length).toBeGreaterThan(1000);
@@ -137,7 +138,7 @@ describe('prefetched walk', () => {
     const before = lstatSync(join(vault, path), { bigint: true });
     writeFileSync(join(vault, path), 'changed after the read, and longer\n');
     let seen: ReadOutcome | undefined;
-    walkLog(vault, 'private', fs, new Set(), (p, st) => {
+    walkLog(vault, 'private', fs, (p, st) => {
       if (p === path) seen = st.preread;
     });
     // The old bytes with the old size and mtime: the next scan sees a different fingerprint and reads it again.
@@ -195,7 +196,7 @@ describe('prefetched walk', () => {
       const { walkPartition } = await import('${dist}walk.js');
       const fs = prefetchPartitions(${JSON.stringify(vault)}, ['private'], ['private']);
       let files = 0;
-      walkPartition(${JSON.stringify(vault)}, 'private', { isKnown: () => false, file: () => files++, diagnostic: () => {}, blocked: () => {} }, fs);
+      walkPartition(${JSON.stringify(vault)}, 'private', { files: (_d, f) => { files += f.length; }, diagnostic: () => {}, blocked: () => {} }, fs);
       console.log(JSON.stringify({ files, directReads: fs.directReads, prereads: fs.prereads }));`;
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);

@@ -19,8 +19,7 @@ import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
-import { committedPaths, planScan } from './plan.js';
-import { forgetKnownFiles, knownFilesApplied } from './known.js';
+import { planScan } from './plan.js';
 import { applyScan } from './apply.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
@@ -160,13 +159,11 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     });
   } catch (err) {
     preload?.abandon();
-    forgetKnownFiles(db); // rolled back: the kept copy may already be ahead of the table
     throw err;
   }
   if (batchId === null) preload?.abandon();
   const preloaded = preload && batchId !== null ? { batchId, ready: preload.end() } : undefined;
   applied();
-  knownFilesApplied(db, seen.read, committedPaths(plan).remove);
   seen.read.length = 0; // the drain below may need the memory
   crashPoint('scan-after-enqueue');
 

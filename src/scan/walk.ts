@@ -41,15 +41,19 @@ export const directFs: WalkFs = {
   lstat: (abs) => lstatSync(abs, LSTAT),
 };
 
+/** A regular file the walk handed over: its name in its folder and its `lstat`. */
+export interface WalkFile {
+  readonly name: string;
+  readonly st: WalkStat;
+}
+
 export interface WalkSink {
   /**
-   * Whether Knowledge recorded this vault-relative path. A recorded path
-   * passed every name check when it was admitted (known.ts), so the walk
-   * skips them for it.
+   * The regular files of one folder that a scan looks at (scanned names, in
+   * scope), with their `lstat` (number stats: no BigInt or Date work per
+   * file), in the order listed; once per folder listed, even when empty.
    */
-  isKnown(path: string): boolean;
-  /** A regular file and its `lstat` (number stats: no BigInt or Date work per file). */
-  file(path: string, st: WalkStat): void;
+  files(dir: string, files: WalkFile[]): void;
   diagnostic(d: ScanDiagnostic): void;
   /** A path the walk could not look into or through: recorded files at or under it are kept. */
   blocked(path: string): void;
@@ -100,6 +104,7 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
       continue;
     }
     let validOdd: Set<string> | null = null;
+    const files: WalkFile[] = [];
     for (const e of entries) {
       const name = e.name;
       if (name.includes('\uFFFD')) {
@@ -107,12 +112,8 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
         validOdd ??= oddNames(abs, relVault, sink);
         if (!validOdd.has(name)) continue;
       }
-      const childVault = `${relVault}/${name}`;
-      if (e.isFile() && sink.isKnown(childVault)) {
-        statFile(vault, childVault, sink, fs, e);
-        continue;
-      }
       if (isIgnoredName(name)) continue;
+      const childVault = `${relVault}/${name}`;
       const childIn = relIn === '' ? name : `${relIn}/${name}`;
       if (e.isDirectory()) {
         if (!isSkippedDir(childIn)) stack.push(childIn);
@@ -134,29 +135,31 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
         sink.diagnostic({ path: childVault, code: 'invalid-name', reason: `${problem}; not checkpointed` });
         continue;
       }
-      statFile(vault, childVault, sink, fs, e);
+      const st = statFile(vault, childVault, sink, fs, e);
+      if (st) files.push({ name, st });
     }
+    sink.files(relVault, files);
   }
 }
 
-/** lstat one file the walk listed as a regular file and hand it to the sink (or report what it became). */
-function statFile(vault: string, childVault: string, sink: WalkSink, fs: WalkFs, entry: WalkEntry): void {
+/** lstat one file the walk listed as a regular file (or report what it became). */
+function statFile(vault: string, childVault: string, sink: WalkSink, fs: WalkFs, entry: WalkEntry): WalkStat | undefined {
   let st: WalkStat | undefined;
   try {
     st = fs.lstat(`${vault}/${childVault}`, entry);
   } catch (err) {
     sink.diagnostic({ path: childVault, code: 'unreadable', reason: `cannot look at this file (${errCode(err) ?? (err as Error).message})` });
     sink.blocked(childVault);
-    return;
+    return undefined;
   }
-  if (!st) return; // gone since readdir: the caller re-checks recorded files
+  if (!st) return undefined; // gone since readdir: the caller re-checks recorded files
   if (!st.isFile()) {
     // Replaced by a link or special file since readdir.
     sink.diagnostic({ path: childVault, code: st.isSymbolicLink() ? 'symlink' : 'special-file', reason: 'not a regular file; not read' });
     sink.blocked(childVault);
-    return;
+    return undefined;
   }
-  sink.file(childVault, st);
+  return st;
 }
 
 /** Report names that are not valid UTF-8; return the decoded names that are valid (and merely contain U+FFFD). */

@@ -13,9 +13,10 @@ import m003 from './migrations/003-read.js';
 import m004 from './migrations/004-attachments.js';
 import m005 from './migrations/005-verify.js';
 import m006 from './migrations/006-staged-bytes.js';
+import m007 from './migrations/007-scan-folders.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005, m006];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007];
 
 export const SCHEMA_VERSION = migrations.length;
 
