@@ -221,6 +221,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const json = Boolean(values.json);
         // [SCAN-4] a progress bar on a terminal only: never with --json or when stderr is not a TTY.
         const bar = !json && process.stderr.isTTY && out === defaultOut ? (await import('../scan/progress.js')).terminalProgress((s) => process.stderr.write(s)) : null;
+        // A large rescan's listing starts now, while the rest loads (src/scan/ahead.ts).
+        (await import('../scan/ahead.js')).scanAhead(dir, OPERATOR, values.partition as string | undefined);
         let receipt;
         try {
           receipt = await withService(dir, true, 'knowledge scan', env, (s) =>

@@ -16,7 +16,7 @@ export function callerLabel(caller: Caller): string {
 }
 
 /** The partitions to walk, sorted; findings about the conversations folder go to `diags`. */
-export function resolvePartitions(store: Store, caller: Caller, requested: string | undefined, diags: ScanDiagnostic[]): PartitionId[] {
+export function resolvePartitions(store: Pick<Store, 'paths' | 'db'>, caller: Caller, requested: string | undefined, diags: ScanDiagnostic[]): PartitionId[] {
   requireNotSandboxed(caller);
   if (requested !== undefined) {
     const p = parsePartition(requested);
@@ -43,14 +43,15 @@ export function resolvePartitions(store: Store, caller: Caller, requested: strin
     else if (!n.startsWith('.')) diags.push({ path: `conversations/${n}`, code: 'not-a-partition', reason: 'not a session id (1-64 of A-Z a-z 0-9 _ -); not scanned' });
   }
   // A partition whose folder is gone still has recorded files: their deletions are observed.
+  // (Every folder holding recorded files has a row in scan_folders: a few rows, not one per file.)
   const recorded = store.db.prepare(
-    "SELECT DISTINCT partition FROM vault_files WHERE partition <> '' UNION SELECT partition FROM scan_partitions",
+    "SELECT DISTINCT partition FROM scan_folders WHERE partition <> '' UNION SELECT partition FROM scan_partitions",
   ).pluck().all() as string[];
   for (const p of recorded) if (p === 'private' || p.startsWith('conversation:')) out.add(p as PartitionId);
   return [...out].sort();
 }
 
-function partitionExists(store: Store, p: PartitionId): boolean {
+function partitionExists(store: Pick<Store, 'paths' | 'db'>, p: PartitionId): boolean {
   if (lstatSync(`${store.paths.vault}/${partitionDir(p)}`, { throwIfNoEntry: false })) return true;
   const db = store.db;
   return db.prepare('SELECT 1 FROM vault_files WHERE partition = ? LIMIT 1').get(p) !== undefined ||

@@ -5,7 +5,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { endPrefetchWorkers, prefetchPartitions, PrefetchedFs } from './prefetch.js';
+import { endPrefetchWorkers, listingAhead, prefetchAhead, prefetchPartitions, PrefetchedFs } from './prefetch.js';
 import { directFs, walkPartition, type WalkFs, type WalkStat } from './walk.js';
 import type { ReadOutcome } from './read.js';
 
@@ -204,6 +204,35 @@ describe('prefetched walk', () => {
     // A worker that failed to start would leave the walk to the file system; one that could not
     // evaluate the reader (read.ts, compiled) would read nothing ahead.
     expect(JSON.parse(r.stdout)).toEqual({ files, directReads: 0, prereads: files - 1 }); // all but ok-\uFFFD.md, see above
+  });
+
+  it('a listing started ahead is taken over by the scan of exactly those folders, and stopped otherwise', () => {
+    const vault = tree();
+    prefetchAhead(vault, ['private']);
+    const early0 = listingAhead();
+    const taken = prefetchPartitions(vault, ['private'])!;
+    expect(taken).toBe(early0);
+    expect(listingAhead()).toBeNull();
+    expect(walkLog(vault, 'private', taken)).toEqual(walkLog(vault, 'private', directFs));
+    expect(taken.directReads).toBe(0);
+    // Taken once: the next scan starts its own.
+    expect(prefetchPartitions(vault, ['private'])).not.toBe(taken);
+    const stopped = (fs: PrefetchedFs) => (fs as unknown as { open: number; signal: Int32Array }).open === 0 && Atomics.load((fs as unknown as { signal: Int32Array }).signal, 1) === 1;
+    for (const other of [
+      () => prefetchPartitions(vault, ['private', 'conversations/sess-1']), // other folders
+      () => prefetchPartitions(vault, ['private'], ['private']), // a baseline reads ahead: not in an early listing
+      () => prefetchPartitions(`${vault}/`, ['private']), // another vault path
+    ]) {
+      prefetchAhead(vault, ['private']);
+      const early = listingAhead()!;
+      expect(early).toBeInstanceOf(PrefetchedFs);
+      expect(stopped(early)).toBe(false);
+      const fs = other()!;
+      expect(fs).not.toBe(early);
+      expect(walkLog(vault, 'private', fs)).toEqual(walkLog(vault, 'private', directFs));
+      expect(stopped(early)).toBe(true);
+      expect(listingAhead()).toBeNull();
+    }
   });
 
   it('a worker that never answers holds the walk up for the stall limit only, then the file system answers', () => {

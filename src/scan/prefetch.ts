@@ -80,6 +80,7 @@ parentPort.on('message', (job) => {
   const scanned = new RegExp(job.scanned, job.scannedFlags);
   const signal = new Int32Array(job.signal);
   const inFlight = new Int32Array(job.inFlight);
+  const stopped = () => Atomics.load(signal, 1) !== 0; // the walk is over, or gave up on this listing
   const skip = (relIn) => {
     const segs = relIn.split('/');
     if (segs.some((s) => ignored.test(s))) return true;
@@ -98,7 +99,7 @@ parentPort.on('message', (job) => {
   try {
     for (const task of job.tasks) {
       const stack = [task.relIn];
-      while (stack.length > 0) {
+      while (stack.length > 0 && !stopped()) {
         const relIn = stack.pop();
         const rel = relIn === '' ? task.pdir : task.pdir + '/' + relIn;
         const abs = job.vault + '/' + rel;
@@ -283,8 +284,9 @@ export class PrefetchedFs implements WalkFs {
     if (Atomics.wait(this.signal, 0, seen, this.stallMs) === 'timed-out' && !this.pump()) this.close();
   }
 
-  /** Stop listening: what the workers still send is dropped (the walk is over, or gave up on them). */
+  /** Stop listening: what the workers still send is dropped (the walk is over, or gave up on them), and they stop. */
   close(): void {
+    if (this.signal.length > 1) Atomics.store(this.signal, 1, 1);
     this.open = 0;
     for (const port of this.ports) port.close();
   }
@@ -338,6 +340,7 @@ let pool: Worker[] | null = null;
 let idleTimer: NodeJS.Timeout | null = null;
 
 function endPool(): void {
+  ahead = null;
   const p = pool;
   pool = null;
   if (idleTimer) clearTimeout(idleTimer);
@@ -365,7 +368,8 @@ function workers(): Worker[] {
  * Start listing the partition folders `pdirs` of `vault` on worker threads,
  * or return null when that is not worth it (one core) or fails. The caller
  * walks with the result; see the header. The files of partition folders in
- * `readAhead` are read as well.
+ * `readAhead` are read as well. A listing of exactly these folders started
+ * ahead (prefetchAhead), without read-ahead, is taken over instead.
  */
 export function prefetchPartitions(
   vault: string,
@@ -373,6 +377,41 @@ export function prefetchPartitions(
   readAhead: readonly string[] = [],
   readAheadBytes = READ_AHEAD_BYTES,
 ): PrefetchedFs | null {
+  const early = ahead;
+  ahead = null;
+  if (early && early.key === aheadKey(vault, pdirs) && readAhead.length === 0 && performance.now() - early.at < AHEAD_MS) return early.fs;
+  early?.fs.close();
+  return startPrefetch(vault, pdirs, readAhead, readAheadBytes);
+}
+
+/** A listing started ahead of the scan that walks it (prefetchAhead). */
+let ahead: { key: string; fs: PrefetchedFs; at: number } | null = null;
+/** A listing started ahead is taken over only this soon after it started (ms). */
+const AHEAD_MS = 5_000;
+const aheadKey = (vault: string, pdirs: readonly string[]) => [vault, ...pdirs].join('\0');
+
+/**
+ * Start listing `pdirs` now, for a scan of exactly these partition folders
+ * that is about to start in this process (its prefetchPartitions takes it
+ * over): the CLI calls this before it loads the rest of Knowledge and opens
+ * the store, so the listing runs meanwhile (src/scan/ahead.ts). A listing
+ * taken earlier than the walk is what the walk already copes with: a folder
+ * changed since it was listed is a change seen late, found by this scan's
+ * re-checks or by the next scan.
+ */
+export function prefetchAhead(vault: string, pdirs: readonly string[]): void {
+  ahead?.fs.close();
+  ahead = null;
+  const fs = startPrefetch(vault, pdirs, [], READ_AHEAD_BYTES);
+  if (fs) ahead = { key: aheadKey(vault, pdirs), fs, at: performance.now() };
+}
+
+/** The listing started ahead and not yet taken over (tests). */
+export function listingAhead(): PrefetchedFs | null {
+  return ahead?.fs ?? null;
+}
+
+function startPrefetch(vault: string, pdirs: readonly string[], readAhead: readonly string[], readAheadBytes: number): PrefetchedFs | null {
   if (availableParallelism() < 2) return null;
   let ws: Worker[];
   try {
@@ -430,7 +469,8 @@ export function prefetchPartitions(
   if (tasks.length === 0) return null;
   const shares: Array<typeof tasks> = ws.map(() => []);
   tasks.forEach((t, i) => shares[i % ws.length]!.push(t));
-  const signal = new Int32Array(new SharedArrayBuffer(4));
+  // [0]: messages sent; [1]: set when the listing is no longer wanted.
+  const signal = new Int32Array(new SharedArrayBuffer(8));
   const inFlight = new Int32Array(new SharedArrayBuffer(4));
   const ports: MessagePort[] = [];
   try {
