@@ -584,7 +584,7 @@ describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commit
   });
 });
 
-describe('[SCAN-4] an open service keeps recorded metadata between scans, and it never hides a change', () => {
+describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hides a change, from the CLI or an open service', () => {
   const open: KnowledgeService[] = [];
   afterEach(() => {
     for (const s of open.splice(0)) s.close();
@@ -743,8 +743,25 @@ describe('[SCAN-4] an open service keeps recorded metadata between scans, and it
     expect(readFileSync(join(vault, path), 'utf8')).toContain('Version 2.');
   });
 
+  it('folders named with characters beyond the BMP (emoji): edits, deletions and renames in their subfolders', () => {
+    const top = 'private/\u{1F4DA} Books/\u{1F3AC}\u{1F3AC}\u{1F3AC} Films';
+    for (const rel of ['index.md', 'A/x.md', 'AB/y.md', 'A/B/z.md']) {
+      put(`${top}/${rel}`, `# ${rel}\n`);
+      old(`${top}/${rel}`);
+    }
+    expect(scan([], NO_GIT).added).toHaveLength(4);
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 4 });
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 4 });
+    writeFileSync(join(vault, `${top}/A/x.md`), '# x, edited\n');
+    old(`${top}/A/x.md`);
+    unlinkSync(join(vault, `${top}/AB/y.md`));
+    renameSync(join(vault, `${top}/A/B/z.md`), join(vault, `${top}/A/z.md`));
+    expect(scan([], NO_GIT)).toMatchObject({ modified: [`${top}/A/x.md`], deleted: [`${top}/AB/y.md`], renamed: [{ from: `${top}/A/B/z.md`, to: `${top}/A/z.md` }], added: [] });
+    expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 3, added: [], modified: [], deleted: [] });
+  });
+
   // The restore below puts back the very inode, size and mtime recorded before a publication replaced the file:
-  // only a copy that followed the publication (or another writer) can tell that the file changed.
+  // only records (and folder digests) that followed the publication (or another writer) can tell that the file changed.
   async function publishThenRestore(publisher: () => KnowledgeService | ((path: string) => void)) {
     const s = service();
     const first = await s.publish({ partition: 'private', actor: 'operator', records: ['---\nkind: page\nid: rec-kept\ntitle: Kept\n---\nVersion one.\n'], evidence: [] });

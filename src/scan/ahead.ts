@@ -20,7 +20,8 @@ import { PREFETCH_MIN_FILES, prefetchAhead } from './prefetch.js';
 export function scanAhead(storeDir: string, caller: Caller, partition: string | undefined): void {
   try {
     const paths = storePaths(resolve(storeDir));
-    const db = new Database(paths.database, { readonly: true, fileMustExist: true });
+    // No waiting on a busy database: this is only a head start.
+    const db = new Database(paths.database, { readonly: true, fileMustExist: true, timeout: 0 });
     try {
       const partitions = resolvePartitions({ paths, db }, caller, partition, []);
       const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();

@@ -52,6 +52,18 @@ describe('folderFiles: the recorded files of one folder, as the walk would see t
     expect(folderFiles(db, 'private/none', 'private')).toEqual({ version: null, rows: 0, entries: new Map() });
     db.close();
   });
+
+  it('counts characters as SQLite does: a folder named with characters beyond the BMP holds only its own files', () => {
+    // JavaScript counts each of these as two UTF-16 units, SQLite as one character.
+    const db = new Database(':memory:');
+    migrate(db);
+    const ins = db.prepare("INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES (?, 'private', 1, '1', '1', 'x')");
+    const dir = 'private/\u{1F4DA} Books/\u{1F3AC}\u{1F3AC} Films';
+    for (const p of ['index.md', 'A/x.md', 'AB/y.md', 'A/B/z.md', 'é/w.md']) ins.run(`${dir}/${p}`);
+    expect(folderFiles(db, dir, 'private')).toMatchObject({ rows: 1, entries: new Map([['index.md', knownEntry(1, '1', '1', false)]]) });
+    expect([...folderFiles(db, `${dir}/A`, 'private').entries.keys()]).toEqual(['x.md']);
+    db.close();
+  });
 });
 
 describe('folder digests: kept only against untouched rows, cleared by any write [SCAN-4]', () => {

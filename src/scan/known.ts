@@ -97,11 +97,11 @@ export interface FolderFiles {
   entries: Map<string, KnownEntry>;
 }
 
-// One statement, so the version and the rows come from one snapshot: the version's row first.
+// One statement, so the version and the rows come from one snapshot (the version's row is the one without a path).
 const FOLDER_ROWS = `SELECT NULL, version, NULL, NULL FROM scan_folders WHERE dir = @dir
   UNION ALL
   SELECT path, CASE WHEN racy THEN -1 ELSE size END, mtime_ns, ino FROM vault_files
-   WHERE path > @lo AND path < @hi AND instr(substr(path, @cut), '/') = 0`;
+   WHERE path > @lo AND path < @hi AND instr(substr(path, length(@lo) + 1), '/') = 0`;
 
 /**
  * The recorded files directly in vault folder `dir` of partition folder
@@ -110,7 +110,8 @@ const FOLDER_ROWS = `SELECT NULL, version, NULL, NULL FROM scan_folders WHERE di
  */
 export function folderFiles(db: DB, dir: string, pdir: string): FolderFiles {
   // '0' follows '/': every path under "dir/" sorts between the two.
-  const rows = db.prepare(FOLDER_ROWS).raw().all({ dir, lo: `${dir}/`, hi: `${dir}0`, cut: dir.length + 2 }) as Array<[string | null, number, string | null, string | null]>;
+  // (The offset is SQLite's own length of @lo, in characters: a JavaScript length counts UTF-16 units.)
+  const rows = db.prepare(FOLDER_ROWS).raw().all({ dir, lo: `${dir}/`, hi: `${dir}0` }) as Array<[string | null, number, string | null, string | null]>;
   const out: FolderFiles = { version: null, rows: 0, entries: new Map() };
   const inScope = dirInScope(dir, pdir);
   for (const [path, size, mtimeNs, ino] of rows) {
@@ -118,8 +119,9 @@ export function folderFiles(db: DB, dir: string, pdir: string): FolderFiles {
       out.version = size;
       continue;
     }
-    out.rows++;
     const name = path.slice(dir.length + 1);
+    if (name.includes('/')) continue; // never a row of this folder (a guard: the statement already leaves them out)
+    out.rows++;
     if (!inScope || !isScannedFileName(name) || pathProblem(path) !== null) continue;
     out.entries.set(name, { size, mtimeMs: msFromNs(mtimeNs!), ino: Number(ino), racy: size < 0, seen: false });
   }

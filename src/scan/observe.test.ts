@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { lstatSync, readFileSync } from 'node:fs';
+import { lstatSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -63,5 +63,31 @@ describe('[SCAN-4] a baseline read ahead by the prefetch workers', () => {
     const again = observe(st, 'scan-test-2', ['private'], progress());
     expect(again.readAhead).toBe(0);
     expect(again.read).toHaveLength(401);
+  });
+});
+
+describe('[SCAN-4] folders whose digest matches are not compared file by file', () => {
+  it('compares every recorded folder once, then only a folder that changed', () => {
+    const { store: st, vault } = fresh(90);
+    // Recorded as they are (what a scan's apply would write), with old mtimes so that nothing is racy.
+    const ins = st.db.prepare('INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES (?, ?, ?, ?, ?, ?)');
+    const record = () => {
+      st.db.prepare('DELETE FROM vault_files').run();
+      const seen = observe(st, 'scan-record', ['private'], progress());
+      st.db.prepare('DELETE FROM scan_staging').run();
+      for (const f of seen.read) ins.run(f.path, 'private', f.size, f.mtimeNs, f.ino, f.sha256);
+    };
+    for (let i = 0; i < 90; i++) utimesSync(join(vault, `private/pages/d${i % 9}/n-${i}.md`), 1_700_000_000, 1_700_000_000);
+    utimesSync(join(vault, 'private/data/list.yaml'), 1_700_000_000, 1_700_000_000);
+    record();
+    const first = observe(st, 'scan-a', ['private'], progress());
+    expect(first).toMatchObject({ read: [], unchanged: 91, foldersCompared: 10 });
+    const second = observe(st, 'scan-b', ['private'], progress());
+    expect(second).toMatchObject({ read: [], unchanged: 91, foldersCompared: 0 });
+    writeFileSync(join(vault, 'private/pages/d3/n-3.md'), '# note 3, edited\n');
+    const third = observe(st, 'scan-c', ['private'], progress());
+    expect(third.read.map((f) => f.path)).toEqual(['private/pages/d3/n-3.md']);
+    expect(third).toMatchObject({ unchanged: 90, foldersCompared: 1 });
+    st.db.prepare('DELETE FROM scan_staging').run();
   });
 });

@@ -13,7 +13,7 @@ import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
 import { walkPartition, type WalkFile } from './walk.js';
-import { endPrefetchWorkers, prefetchPartitions, PREFETCH_MIN_FILES } from './prefetch.js';
+import { endPrefetchWorkers, prefetchPartitions, PREFETCH_MIN_FILES, stopListingAhead } from './prefetch.js';
 import { readStable, sleepSync, type ReadOutcome } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
@@ -32,6 +32,8 @@ export interface Observation {
   known: number;
   /** Files whose contents the prefetch workers read (a baseline's; see prefetch.ts). */
   readAhead: number;
+  /** Recorded folders whose files were compared with their records one by one (the rest matched their digest). */
+  foldersCompared: number;
   diagnostics: ScanDiagnostic[];
 }
 
@@ -61,7 +63,7 @@ export function observe(
   const knownCount = counts.reduce((n, c) => n + c, 0);
   const large = knownCount >= PREFETCH_MIN_FILES;
   const readAhead = partitions.filter((_, i) => counts[i] === 0).map(partitionDir);
-  const listing = large || readAhead.length > 0 ? prefetchPartitions(vault, partitions.map(partitionDir), readAhead) : null;
+  const listing = large || readAhead.length > 0 ? prefetchPartitions(vault, partitions.map(partitionDir), readAhead) : stopListingAhead();
   // The folders holding recorded files (known.ts): a file's row is looked up only in a folder whose digest differs.
   const folders = partitions.map((p) => recordedFolders(db, p));
   progress.expected = knownCount;
@@ -131,7 +133,9 @@ export function observe(
   const kept: Array<[string, number, string]> = [];
   const emptied: Array<[string, number]> = [];
   /** Compare a folder's files with its recorded rows, one by one; keep its digest when all are unchanged. */
+  let foldersCompared = 0;
   const compareFolder = (dir: string, pdir: string, files: readonly WalkFile[], digest: string | null) => {
+    foldersCompared++;
     const known = folderFiles(db, dir, pdir);
     let clean = true;
     for (const f of files) {
@@ -213,7 +217,7 @@ export function observe(
       if (check.kind === 'record') f.recordId = Buffer.from(check.row.id, 'utf8').toString('utf8');
     }
   }
-  return { read, missing: gone, unchanged, known: knownCount, diagnostics, readAhead: listing?.prereads ?? 0 };
+  return { read, missing: gone, unchanged, known: knownCount, diagnostics, readAhead: listing?.prereads ?? 0, foldersCompared };
 }
 
 /**

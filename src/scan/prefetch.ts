@@ -400,10 +400,16 @@ const aheadKey = (vault: string, pdirs: readonly string[]) => [vault, ...pdirs].
  * re-checks or by the next scan.
  */
 export function prefetchAhead(vault: string, pdirs: readonly string[]): void {
-  ahead?.fs.close();
-  ahead = null;
+  stopListingAhead();
   const fs = startPrefetch(vault, pdirs, [], READ_AHEAD_BYTES);
   if (fs) ahead = { key: aheadKey(vault, pdirs), fs, at: performance.now() };
+}
+
+/** Stop a listing started ahead that no scan will take over (the scan walks without workers); returns null. */
+export function stopListingAhead(): null {
+  ahead?.fs.close();
+  ahead = null;
+  return null;
 }
 
 /** The listing started ahead and not yet taken over (tests). */

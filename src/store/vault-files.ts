@@ -7,6 +7,7 @@ import { statSync, readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { DB } from './db.js';
 import { partitionOfPath } from './layout.js';
+import { NEW_FOLDER_VERSION } from './migrations/007-scan-folders.js';
 
 export interface Fingerprint { size: number; mtimeNs: string; ino: string; sha256: string }
 
@@ -56,7 +57,7 @@ export function writeVaultFiles<T>(db: DB, paths: readonly string[], fn: () => T
     if (triggers.length !== FOLDER_TRIGGERS.length) throw new Error(`vault_files triggers missing: found ${triggers.map((t) => t.name).join(', ') || 'none'}`);
     for (const t of triggers) db.exec(`DROP TRIGGER ${t.name}`);
     const out = fn();
-    const touch = db.prepare(`INSERT INTO scan_folders(dir, partition) VALUES (?, ?)
+    const touch = db.prepare(`INSERT INTO scan_folders(dir, partition, version) VALUES (?, ?, ${NEW_FOLDER_VERSION})
       ON CONFLICT(dir) DO UPDATE SET version = version + 1, digest = NULL`);
     const folders = new Map<string, string>();
     for (const path of paths) {
