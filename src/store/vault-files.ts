@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { DB } from './db.js';
 import { partitionOfPath } from './layout.js';
 import { NEW_FOLDER_VERSION } from './migrations/007-scan-folders.js';
+import { isRacy } from '../scan/plan.js';
 
 export interface Fingerprint { size: number; mtimeNs: string; ino: string; sha256: string }
 
@@ -22,11 +23,22 @@ export function statFingerprint(abs: string, knownBytes?: Buffer): Fingerprint {
   };
 }
 
+/**
+ * Record what Knowledge itself just wrote at `path` (a publication's or an
+ * attachment's install): the installed bytes' hash with the file's stat taken
+ * after the install. Such a fingerprint is racy as a scan's can be (plan.ts
+ * isRacy: its mtime is close to now), so the next scan reads the file once
+ * more, as Git does with racily clean entries. Without that, an edit made in
+ * the same clock tick as the install, or between the install and the stat,
+ * would match the recorded stat and never be seen.
+ */
 export function upsertVaultFile(db: DB, path: string, fp: Fingerprint): void {
+  const racy = isRacy(fp.mtimeNs, BigInt(Date.now()) * 1_000_000n) ? 1 : 0;
   db.prepare(
-    `INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES (?, ?, ?, ?, ?, ?)
-     ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, ino = excluded.ino, sha256 = excluded.sha256`,
-  ).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ino, fp.sha256);
+    `INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256, racy) VALUES (?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, ino = excluded.ino, sha256 = excluded.sha256,
+       racy = excluded.racy`,
+  ).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ino, fp.sha256, racy);
 }
 
 /** Migration 007's triggers on `vault_files`, which keep `scan_folders` in step with every write. */
