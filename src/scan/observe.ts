@@ -18,7 +18,7 @@ import { readStable, sleepSync, type ReadOutcome } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
 import { dirInScope } from './scope.js';
-import { folderDigest, folderFiles, keepFolderDigests, recordedFolders, type RecordedFolder } from './known.js';
+import { folderDigest, folderFiles, keepFolderDigests, recordedFolders } from './known.js';
 import type { MissingFile, ReadFile, ScanDiagnostic, ScanProgress } from './types.js';
 
 export interface Observation {
@@ -55,7 +55,7 @@ export function observe(
   // The scan's clock (plan.ts isRacy), taken before any file is read, by this thread or a worker.
   const nowNs = BigInt(Date.now()) * 1_000_000n;
   // A large rescan is mostly readdir and lstat: worker threads make them
-  // (prefetch.ts) while this thread loads what was recorded. A baseline (a
+  // (prefetch.ts) while this thread walks their listings. A baseline (a
   // partition with nothing recorded) is mostly reading every file: the
   // workers read them too.
   const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
@@ -132,8 +132,8 @@ export function observe(
   const unseen: string[] = [];
   const kept: Array<[string, number, string]> = [];
   const emptied: Array<[string, number]> = [];
-  /** Compare a folder's files with its recorded rows, one by one; keep its digest when all are unchanged. */
   let foldersCompared = 0;
+  /** Compare a folder's files with its recorded rows, one by one; keep its digest when all are unchanged. */
   const compareFolder = (dir: string, pdir: string, files: readonly WalkFile[], digest: string | null) => {
     foldersCompared++;
     const known = folderFiles(db, dir, pdir);
@@ -169,7 +169,7 @@ export function observe(
           const before = progress.seen;
           progress.seen += files.length;
           if (onProgress && before >>> 10 !== progress.seen >>> 10) onProgress(progress);
-          const folder: RecordedFolder | undefined = recordedHere.get(dir);
+          const folder = recordedHere.get(dir);
           if (folder === undefined) {
             // Nothing recorded here: every file is new.
             for (const f of files) readChanged(`${dir}/${f.name}`, false, f.st.preread);
@@ -185,7 +185,8 @@ export function observe(
         diagnostic: (d) => diagnostics.push(d),
         blocked: (path) => blocked.push(path),
       }, listing ?? undefined);
-      // Recorded folders the walk did not list (gone, blocked, or out of its scope): their files may be gone.
+      // Recorded folders the walk did not list (gone or blocked): their files may be gone. (Out of the walk's
+      // scope a folder admits no file: nothing there is compared or deleted.)
       for (const dir of recordedHere.keys()) if (!walked.has(dir) && dirInScope(dir, pdir)) compareFolder(dir, pdir, [], null);
     });
   } finally {
