@@ -17,7 +17,7 @@
  * other connection ever sees the triggers missing, and on a throw the
  * savepoint (triggers, writes) is rolled back.
  */
-import type { DB } from '../store/db.js';
+import { withoutTriggers, type DB } from '../store/db.js';
 
 /** Migration 003's per-row triggers on `records`. */
 const READ_TRIGGERS = ['records_read_ai', 'records_read_au', 'records_read_ad'];
@@ -69,31 +69,30 @@ export function readIndexFlushSql(bulk: boolean): readonly string[] {
  */
 export function deferReadIndex<T>(db: DB, fn: (touched: (id: string) => void) => T, opts: { bulk?: boolean } = {}): T {
   if (!db.inTransaction) throw new Error('deferReadIndex must run inside a transaction');
+  // One savepoint for all of it: the writes, the triggers' return and the flush stand or fall together.
   return db.transaction(() => {
-    const triggers = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'records' AND name IN (${READ_TRIGGERS.map(() => '?').join(', ')})`)
-      .all(...READ_TRIGGERS) as Array<{ name: string; sql: string }>;
-    if (triggers.length !== READ_TRIGGERS.length) throw new Error(`read-index triggers missing: found ${triggers.map((t) => t.name).join(', ') || 'none'}`);
-    for (const t of triggers) db.exec(`DROP TRIGGER ${t.name}`);
-    // A bulk write also drops the table's secondary indexes and builds them
-    // again afterwards (again from their own SQL): SQLite builds an index by
-    // sorting faster than it maintains it row by row (measured, 100k inserts
-    // into an empty table: 2.9 s with the five indexes kept, 1.1 s + 0.7 s
-    // to rebuild them). The primary key and the unique path index stay: the
-    // writes look rows up by them.
-    const indexes = opts.bulk ? secondaryIndexes(db) : [];
-    for (const i of indexes) db.exec(`DROP INDEX ${i.name}`);
-    // Touched ids go straight to the temp table (first touch sets their
-    // order), not into a set held in memory for the whole write.
-    db.exec('CREATE TEMP TABLE IF NOT EXISTS read_index_dirty (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)');
-    db.exec('DELETE FROM temp.read_index_dirty');
-    const mark = db.prepare('INSERT OR IGNORE INTO temp.read_index_dirty(id) VALUES (?)');
     let touched = 0;
-    const out = fn((id) => {
-      mark.run(id);
-      touched++;
+    const out = withoutTriggers(db, 'records', READ_TRIGGERS, () => {
+      // A bulk write also drops the table's secondary indexes and builds them
+      // again afterwards (again from their own SQL): SQLite builds an index by
+      // sorting faster than it maintains it row by row (measured, 100k inserts
+      // into an empty table: 2.9 s with the five indexes kept, 1.1 s + 0.7 s
+      // to rebuild them). The primary key and the unique path index stay: the
+      // writes look rows up by them.
+      const indexes = opts.bulk ? secondaryIndexes(db) : [];
+      for (const i of indexes) db.exec(`DROP INDEX ${i.name}`);
+      // Touched ids go straight to the temp table (first touch sets their
+      // order), not into a set held in memory for the whole write.
+      db.exec('CREATE TEMP TABLE IF NOT EXISTS read_index_dirty (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)');
+      db.exec('DELETE FROM temp.read_index_dirty');
+      const mark = db.prepare('INSERT OR IGNORE INTO temp.read_index_dirty(id) VALUES (?)');
+      const result = fn((id) => {
+        mark.run(id);
+        touched++;
+      });
+      for (const i of indexes) db.exec(i.sql);
+      return result;
     });
-    for (const i of indexes) db.exec(i.sql);
-    for (const t of triggers) db.exec(t.sql);
     if (touched > 0) for (const sql of readIndexFlushSql(opts.bulk ?? false)) db.prepare(sql).run();
     return out;
   })();

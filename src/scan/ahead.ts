@@ -15,7 +15,8 @@ import Database from 'better-sqlite3';
 import { partitionDir, storePaths } from '../store/layout.js';
 import type { Caller } from '../access.js';
 import { resolvePartitions } from './partitions.js';
-import { PREFETCH_MIN_FILES, prefetchAhead } from './prefetch.js';
+import { listingWanted, prefetchAhead } from './prefetch.js';
+import { recordedCounts } from './known.js';
 
 export function scanAhead(storeDir: string, caller: Caller, partition: string | undefined): void {
   try {
@@ -24,10 +25,9 @@ export function scanAhead(storeDir: string, caller: Caller, partition: string | 
     const db = new Database(paths.database, { readonly: true, fileMustExist: true, timeout: 0 });
     try {
       const partitions = resolvePartitions({ paths, db }, caller, partition, []);
-      const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
-      const counts = partitions.map((p) => recorded.get(p) as number);
-      // As observe.ts decides: a baseline's read-ahead is left to the scan itself.
-      if (counts.some((c) => c === 0) || counts.reduce((n, c) => n + c, 0) < PREFETCH_MIN_FILES) return;
+      // The listing the scan will want (observe.ts); one that reads a baseline ahead is left to the scan itself.
+      const wanted = listingWanted(recordedCounts(db, partitions));
+      if (!wanted || wanted.readAhead.some(Boolean)) return;
       prefetchAhead(paths.vault, partitions.map(partitionDir));
     } finally {
       db.close();

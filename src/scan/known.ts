@@ -76,6 +76,12 @@ export function knownEntry(size: number, mtimeNs: string, ino: string, racy: boo
   return { size: racy ? -1 : size, mtimeMs: msFromNs(mtimeNs), ino: Number(ino), racy, seen: false };
 }
 
+/** How many files each partition has recorded. */
+export function recordedCounts(db: DB, partitions: readonly PartitionId[]): number[] {
+  const count = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
+  return partitions.map((p) => count.get(p) as number);
+}
+
 /** A recorded folder: its version and the digest kept for it (null: none). */
 export interface RecordedFolder {
   version: number;
@@ -123,7 +129,7 @@ export function folderFiles(db: DB, dir: string, pdir: string): FolderFiles {
     if (name.includes('/')) continue; // never a row of this folder (a guard: the statement already leaves them out)
     out.rows++;
     if (!inScope || !isScannedFileName(name) || pathProblem(path) !== null) continue;
-    out.entries.set(name, { size, mtimeMs: msFromNs(mtimeNs!), ino: Number(ino), racy: size < 0, seen: false });
+    out.entries.set(name, knownEntry(size, mtimeNs!, ino!, size < 0));
   }
   return out;
 }

@@ -13,12 +13,12 @@ import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import { crashPoint } from '../faults.js';
 import { walkPartition, type WalkFile } from './walk.js';
-import { endPrefetchWorkers, prefetchPartitions, PREFETCH_MIN_FILES, stopListingAhead } from './prefetch.js';
+import { endPrefetchWorkers, listingWanted, prefetchPartitions, PREFETCH_MIN_FILES, stopListingAhead } from './prefetch.js';
 import { readStable, sleepSync, type ReadOutcome } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
 import { dirInScope } from './scope.js';
-import { folderDigest, folderFiles, keepFolderDigests, recordedFolders } from './known.js';
+import { folderDigest, folderFiles, keepFolderDigests, recordedCounts, recordedFolders } from './known.js';
 import type { MissingFile, ReadFile, ScanDiagnostic, ScanProgress } from './types.js';
 
 export interface Observation {
@@ -54,16 +54,13 @@ export function observe(
   const vault = store.paths.vault;
   // The scan's clock (plan.ts isRacy), taken before any file is read, by this thread or a worker.
   const nowNs = BigInt(Date.now()) * 1_000_000n;
-  // A large rescan is mostly readdir and lstat: worker threads make them
-  // (prefetch.ts) while this thread walks their listings. A baseline (a
-  // partition with nothing recorded) is mostly reading every file: the
-  // workers read them too.
-  const recorded = db.prepare('SELECT count(*) FROM vault_files WHERE partition = ?').pluck();
-  const counts = partitions.map((p) => recorded.get(p) as number);
+  // Worker threads list (and for a baseline read) while this thread walks their listings (prefetch.ts).
+  const counts = recordedCounts(db, partitions);
   const knownCount = counts.reduce((n, c) => n + c, 0);
-  const large = knownCount >= PREFETCH_MIN_FILES;
-  const readAhead = partitions.filter((_, i) => counts[i] === 0).map(partitionDir);
-  const listing = large || readAhead.length > 0 ? prefetchPartitions(vault, partitions.map(partitionDir), readAhead) : stopListingAhead();
+  const wanted = listingWanted(counts);
+  const listing = wanted
+    ? prefetchPartitions(vault, partitions.map(partitionDir), partitions.filter((_, i) => wanted.readAhead[i]).map(partitionDir))
+    : stopListingAhead();
   // The folders holding recorded files (known.ts): a file's row is looked up only in a folder whose digest differs.
   const folders = partitions.map((p) => recordedFolders(db, p));
   progress.expected = knownCount;

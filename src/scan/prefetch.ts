@@ -43,6 +43,18 @@ import { stableReader, type ReadOutcome } from './read.js';
 
 /** Below this many recorded files, the plain walk is as fast. */
 export const PREFETCH_MIN_FILES = 10_000;
+
+/**
+ * Whether a scan of partitions holding `recorded[i]` recorded files each
+ * lists on worker threads, and which of them it reads ahead: a large rescan
+ * is mostly readdir and lstat; a baseline (nothing recorded) mostly reading
+ * every file. Null: the plain walk.
+ */
+export function listingWanted(recorded: readonly number[]): { readAhead: boolean[] } | null {
+  const readAhead = recorded.map((c) => c === 0);
+  const large = recorded.reduce((n, c) => n + c, 0) >= PREFETCH_MIN_FILES;
+  return large || readAhead.some(Boolean) ? { readAhead } : null;
+}
 const IDLE_MS = 30_000;
 /** Folders handed out per worker (more than one each, so uneven folders even out). */
 const TASKS_PER_WORKER = 8;

@@ -52,3 +52,23 @@ export function getMeta(db: DB, key: string): string | undefined {
 export function setMeta(db: DB, key: string, value: string): void {
   db.prepare('INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value').run(key, value);
 }
+
+/**
+ * Run `fn` inside the current transaction (as a savepoint) with the named
+ * triggers of `table` dropped, and recreate them from their own SQL before it
+ * returns: no other connection ever sees them missing, and a throw rolls the
+ * drop back with everything else. For bulk writes, which then do set-wise
+ * what the per-row triggers would have done (a trigger costs more per row
+ * than the write itself).
+ */
+export function withoutTriggers<T>(db: DB, table: string, names: readonly string[], fn: () => T): T {
+  return db.transaction(() => {
+    const triggers = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name IN (${names.map(() => '?').join(', ')})`)
+      .all(table, ...names) as Array<{ name: string; sql: string }>;
+    if (triggers.length !== names.length) throw new Error(`${table} triggers missing: found ${triggers.map((t) => t.name).join(', ') || 'none'}`);
+    for (const t of triggers) db.exec(`DROP TRIGGER ${t.name}`);
+    const out = fn();
+    for (const t of triggers) db.exec(t.sql);
+    return out;
+  })();
+}

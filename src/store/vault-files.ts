@@ -5,7 +5,7 @@
  */
 import { statSync, readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import type { DB } from './db.js';
+import { withoutTriggers, type DB } from './db.js';
 import { partitionOfPath } from './layout.js';
 import { NEW_FOLDER_VERSION } from './migrations/007-scan-folders.js';
 import { isRacy } from '../scan/plan.js';
@@ -63,11 +63,7 @@ export function folderOf(path: string): string {
 export function writeVaultFiles<T>(db: DB, paths: readonly string[], fn: () => T): T {
   if (!db.inTransaction) throw new Error('writeVaultFiles must run inside a transaction');
   if (paths.length < BULK_PATHS) return fn();
-  return db.transaction(() => {
-    const triggers = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'vault_files' AND name IN (${FOLDER_TRIGGERS.map(() => '?').join(', ')})`)
-      .all(...FOLDER_TRIGGERS) as Array<{ name: string; sql: string }>;
-    if (triggers.length !== FOLDER_TRIGGERS.length) throw new Error(`vault_files triggers missing: found ${triggers.map((t) => t.name).join(', ') || 'none'}`);
-    for (const t of triggers) db.exec(`DROP TRIGGER ${t.name}`);
+  return withoutTriggers(db, 'vault_files', FOLDER_TRIGGERS, () => {
     const out = fn();
     const touch = db.prepare(`INSERT INTO scan_folders(dir, partition, version) VALUES (?, ?, ${NEW_FOLDER_VERSION})
       ON CONFLICT(dir) DO UPDATE SET version = version + 1, digest = NULL`);
@@ -77,7 +73,6 @@ export function writeVaultFiles<T>(db: DB, paths: readonly string[], fn: () => T
       if (!folders.has(dir)) folders.set(dir, partitionOfPath(path) ?? '');
     }
     for (const [dir, partition] of folders) touch.run(dir, partition);
-    for (const t of triggers) db.exec(t.sql);
     return out;
-  })();
+  });
 }
