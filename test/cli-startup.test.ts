@@ -4,11 +4,11 @@
  * records every module a real `knowledge` process loads.
  */
 import { describe, expect, it, afterEach } from 'vitest';
-import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { cliPath, storeSandbox, type Sandbox } from './helpers.js';
+import { cli, cliPath, storeSandbox, type Sandbox } from './helpers.js';
 
 const sandboxes: Sandbox[] = [];
 afterEach(() => {
@@ -72,5 +72,34 @@ describe('the launcher', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('knowledge scan');
     expect(JSON.parse(readFileSync(seen, 'utf8'))).toEqual(['--heap-growing-percent=20', '--max-semi-space-size=8']);
+  });
+});
+
+describe('a reader that stops reading', () => {
+  /** `knowledge ARGS` with its stdout a pipe whose reading end is closed before the command writes anything. */
+  function withClosedOutput(sb: Sandbox, args: string[]): Promise<{ code: number | null; stderr: string }> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [cliPath, ...args], { cwd: sb.dir, env: sb.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.destroy(); // as `knowledge … | true` when `true` has already ended
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+  }
+
+  it('ends quietly with the command\'s own status, its work done (EPIPE is not a crash)', async () => {
+    const sb = sandbox();
+    mkdirSync(join(sb.dir, 'st', 'vault', 'private', 'notes'), { recursive: true });
+    writeFileSync(join(sb.dir, 'st', 'vault', 'private', 'notes', 'a.md'), '# A note\n');
+    for (const args of [['scan', '--store', 'st', '--json'], ['scan', '--store', 'st'], ['list', '--store', 'st'], ['--help']]) {
+      const r = await withClosedOutput(sb, args);
+      expect(r.stderr, args.join(' ')).toBe('');
+      expect(r.code, args.join(' ')).toBe(0);
+    }
+    // The first scan's baseline stands: the next one finds the note recorded.
+    const again = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ baseline: false, added: [], unchanged: 1 });
   });
 });

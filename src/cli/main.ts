@@ -457,5 +457,23 @@ function readInput(p: string, what: string): Buffer {
  * made ~1% of CLI processes deadlock at exit (nodejs/node#54918).
  */
 export async function main(argv: string[]): Promise<number> {
+  toleratesClosedOutput(process.stdout);
+  toleratesClosedOutput(process.stderr);
   return run(argv);
+}
+
+/**
+ * A reader that stops reading (`knowledge list | head`, `knowledge scan
+ * --json | true`) closes the pipe: what is still written gets EPIPE. Node
+ * ignores SIGPIPE and reports that as an 'error' event, which unhandled ends
+ * the process with a stack trace, possibly before a command's work has
+ * finished (`serve` logs as it goes). Output nobody reads is dropped quietly
+ * instead, as Git's does, and the command ends with its own status: its work
+ * stands either way (a receipt can be read again with `knowledge receipt`).
+ * Any other error on the stream is left as it was.
+ */
+function toleratesClosedOutput(stream: NodeJS.WriteStream): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
 }
