@@ -6,6 +6,8 @@
 //     phases — walk, read, hash, check, stage, index — without the outbox drain)
 //   - for reference, not a goal: the same git baseline with core.fsync=committed
 //     (as durable as Knowledge: git does not fsync loose objects by default)
+//   - for reference, not a goal: the floor under any Node CLI for the rescan,
+//     a fresh process that only lists and lstats the files (bench/list-floor.mjs)
 //
 // The vault is N record files written by hand (fs.writeFileSync, as an
 // editor or a script would), 1000 per folder, each a complete
@@ -182,6 +184,15 @@ console.log(`reference (not the goal): git add -A && git commit with core.fsync=
 timed('git', ['status', '--porcelain'], { cwd: vault }); // warm-up: refreshes the stat data Knowledge's index update leaves empty
 const gitStatus = [];
 const kScan = [];
+// The floor under any Node CLI here (bench/list-floor.mjs): a fresh process that only lists the partition's
+// folders and lstats its files, on one thread and on two worker threads; same Node flags as the CLI.
+const floors = new Map([[0, []], [2, []]]);
+const floorScript = new URL('./list-floor.mjs', import.meta.url).pathname;
+function listFloor(workers) {
+  const r = timed(process.execPath, [...launcherFlags, floorScript, join(vault, 'private'), `--workers=${workers}`]);
+  if (Number(r.stdout.toString()) !== N) throw new Error(`list-floor counted ${r.stdout} files, not ${N}`);
+  return r.ms;
+}
 let hashed = 0;
 for (let i = 0; i < RUNS; i++) {
   gitStatus.push(timed('git', ['status', '--porcelain'], { cwd: vault }).ms);
@@ -189,6 +200,10 @@ for (let i = 0; i < RUNS; i++) {
   if (r.receipt.git !== null || r.receipt.unchanged !== N) throw new Error(`rescan found changes: ${JSON.stringify({ ...r.receipt, added: r.receipt.added.length })}`);
   hashed = Math.max(hashed, r.receipt.hashed);
   kScan.push(r.ms);
+  for (const [workers, runs] of floors) runs.push(listFloor(workers));
+}
+for (const [workers, runs] of floors) {
+  console.log(`floor: a bare Node process listing the same files (readdir + lstat, nothing else; ${workers ? `${workers} worker threads` : 'one thread'}) median ${s(median(runs))} (${(median(runs) / median(gitStatus)).toFixed(2)}x git status); runs ${runs.map((x) => s(x)).join(', ')}`);
 }
 console.log(`rescan of an unchanged vault: knowledge scan median ${s(median(kScan))} (files read: ${hashed}) vs git status median ${s(median(gitStatus))}: ${(median(kScan) / median(gitStatus)).toFixed(2)}x (goal <= 1.0x) [${RUNS} runs each, alternating]; runs ${kScan.map((x) => s(x)).join(', ')} vs ${gitStatus.map((x) => s(x)).join(', ')} (the first compares every file with its record and keeps folder digests, later ones match folders by digest)`);
 
