@@ -5,7 +5,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { endPrefetchWorkers, listingAhead, prefetchAhead, prefetchPartitions, PrefetchedFs } from './prefetch.js';
+import { endPrefetchWorkers, listingAhead, prefetchAhead, prefetchPartitions, PrefetchedFs, stopListingAhead } from './prefetch.js';
 import { directFs, walkPartition, type WalkFs, type WalkStat } from './walk.js';
 import type { ReadOutcome } from './read.js';
 
@@ -233,6 +233,24 @@ describe('prefetched walk', () => {
       expect(stopped(early)).toBe(true);
       expect(listingAhead()).toBeNull();
     }
+  });
+
+  it('a listing nobody will take is stopped: its workers list no more folders and go on to the next job', () => {
+    dir = mkdtempSync(join(tmpdir(), 'kn-prefetch-'));
+    const vault = join(dir, 'vault');
+    for (let i = 0; i < 400; i++) mkdirSync(join(vault, 'private', `f${i}`), { recursive: true });
+    mkdirSync(join(vault, 'other', 'a'), { recursive: true });
+    mkdirSync(join(vault, 'other', 'b'), { recursive: true });
+    const listed = (fs: PrefetchedFs) => Atomics.load((fs as unknown as { signal: Int32Array }).signal, 2);
+    // Stopped as soon as it is started: the workers see the stop before their first folder, or soon after.
+    prefetchAhead(vault, ['private']);
+    const early = listingAhead()!;
+    stopListingAhead();
+    // The workers take jobs in turn: once a later listing has all its answers, the stopped one has ended.
+    const next = prefetchPartitions(vault, ['other'])!;
+    next.finish();
+    expect(listed(next)).toBe(3); // other, other/a, other/b
+    expect(listed(early)).toBeLessThan(400 / 2);
   });
 
   it('a worker that never answers holds the walk up for the stall limit only, then the file system answers', () => {

@@ -115,6 +115,7 @@ parentPort.on('message', (job) => {
         const relIn = stack.pop();
         const rel = relIn === '' ? task.pdir : task.pdir + '/' + relIn;
         const abs = job.vault + '/' + rel;
+        Atomics.add(signal, 2, 1);
         let list;
         try {
           list = readdirSync(abs, { withFileTypes: true });
@@ -487,8 +488,8 @@ function startPrefetch(vault: string, pdirs: readonly string[], readAhead: reado
   if (tasks.length === 0) return null;
   const shares: Array<typeof tasks> = ws.map(() => []);
   tasks.forEach((t, i) => shares[i % ws.length]!.push(t));
-  // [0]: messages sent; [1]: set when the listing is no longer wanted.
-  const signal = new Int32Array(new SharedArrayBuffer(8));
+  // [0]: messages sent; [1]: set when the listing is no longer wanted; [2]: folders listed (tests).
+  const signal = new Int32Array(new SharedArrayBuffer(12));
   const inFlight = new Int32Array(new SharedArrayBuffer(4));
   const ports: MessagePort[] = [];
   try {
