@@ -200,6 +200,33 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     expect(r.deleted).toEqual(['private/folder/a.md', 'private/folder/sub/b.md']);
     expect(nameStatus(r.git!.commit!)).toEqual(['D\tprivate/folder/a.md', 'D\tprivate/folder/sub/b.md']);
   });
+
+  it('a file replaced by a folder of the same name is deleted, and comes back when the folder is replaced by the file', () => {
+    put('private/f.md', '# note\n');
+    put('private/g.md', '# moves into a folder named as itself\n');
+    scan();
+    rmSync(join(vault, 'private/f.md'));
+    put('private/f.md/b.md', '# other\n');
+    renameSync(join(vault, 'private/g.md'), join(vault, 'private/g-tmp'));
+    mkdirSync(join(vault, 'private/g.md'));
+    renameSync(join(vault, 'private/g-tmp'), join(vault, 'private/g.md/inner.md'));
+    let r = scan();
+    expect(r.added).toEqual(['private/f.md/b.md']);
+    expect(r.deleted).toEqual(['private/f.md']);
+    expect(r.renamed).toEqual([{ from: 'private/g.md', to: 'private/g.md/inner.md' }]);
+    expect(codes(r).filter((c) => !c.startsWith('broken-envelope'))).toEqual([]);
+    expect(tree()).toEqual(['private/f.md/b.md', 'private/g.md/inner.md']);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+
+    rmSync(join(vault, 'private/f.md'), { recursive: true });
+    put('private/f.md', '# note\n');
+    r = scan();
+    expect(r.added).toEqual(['private/f.md']);
+    expect(r.deleted).toEqual(['private/f.md/b.md']);
+    expect(tree()).toEqual(['private/f.md', 'private/g.md/inner.md']);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+    expect(scan().git).toBeNull();
+  });
 });
 
 describe('[SCAN-1] a publication\'s own installs are never outside edits', () => {

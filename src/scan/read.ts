@@ -20,6 +20,7 @@ import { createHash } from 'node:crypto';
 
 export type ReadOutcome =
   | { kind: 'ok'; bytes: Buffer; sha256: string; size: number; mtimeNs: string; ino: string }
+  /** No file by that name any more: missing, or a folder has taken the name. */
   | { kind: 'vanished' }
   | { kind: 'symlink' }
   | { kind: 'special' }
@@ -105,13 +106,16 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
       let bytes: Buffer;
       try {
         before = nodeFs.fstatSync(fd, { bigint: true });
+        // A folder now has the name: the file is gone (its files are the walk's, under that folder).
+        if (before.isDirectory()) return { kind: 'vanished' };
         if (!before.isFile()) return { kind: 'special' };
         // To EOF, not to the stat size: a growing file must show as changed.
         bytes = readAll(fd);
         after = nodeFs.fstatSync(fd, { bigint: true });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'EAGAIN' || code === 'EWOULDBLOCK' || code === 'EISDIR') return { kind: 'special' };
+        if (code === 'EISDIR') return { kind: 'vanished' };
+        if (code === 'EAGAIN' || code === 'EWOULDBLOCK') return { kind: 'special' };
         lastReason = (err as Error).message;
         continue;
       } finally {
