@@ -3,9 +3,9 @@
  * uniquely named temp file, fsyncs it, renames it into place and fsyncs the
  * directory. A fixed temp name would collide between writers.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
+import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 export function fsyncDir(dir: string): void {
   const fd = openSync(dir, 'r');
@@ -79,4 +79,46 @@ export function isDirectory(p: string): boolean {
 
 export function isFile(p: string): boolean {
   try { return statSync(p).isFile(); } catch { return false; }
+}
+
+/** What a path of the vault holds now (vaultEntry). */
+export type VaultEntry = { kind: 'none' } | { kind: 'file'; sha256: string } | { kind: 'other'; what: string };
+
+/**
+ * What is at `rel` (a safe relative path) inside the vault folder now, for a
+ * writer about to replace it: nothing, a regular file (its sha256), or
+ * something Knowledge never writes through or over — a symbolic link at or
+ * above it (below the vault folder itself), a folder, a FIFO, a device. Never
+ * follows a link and never blocks on a FIFO (it is opened non-blocking and
+ * only looked at).
+ */
+export function vaultEntry(vault: string, rel: string): VaultEntry {
+  const parts = rel.split('/');
+  for (let i = 1; i < parts.length; i++) {
+    const prefix = parts.slice(0, i).join('/');
+    const st = lstatSync(join(vault, prefix), { throwIfNoEntry: false });
+    if (!st) return { kind: 'none' };
+    if (st.isSymbolicLink()) return { kind: 'other', what: `${prefix} is a symbolic link` };
+    if (!st.isDirectory()) return { kind: 'other', what: `${prefix} is not a folder` };
+  }
+  let fd: number;
+  try {
+    fd = openSync(join(vault, rel), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'none' };
+    if (code === 'ELOOP') return { kind: 'other', what: `${rel} is a symbolic link` };
+    throw err;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isDirectory()) return { kind: 'other', what: `${rel} is a folder` };
+    if (!st.isFile()) return { kind: 'other', what: `${rel} is not a regular file` };
+    const hash = createHash('sha256');
+    const buf = Buffer.allocUnsafe(Math.min(Math.max(st.size, 1), 1 << 20));
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0;) hash.update(buf.subarray(0, n));
+    return { kind: 'file', sha256: hash.digest('hex') };
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { spawnSync, execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -556,5 +556,27 @@ describe('a disk that fills up mid-upload', () => {
     expect(receipt).toMatchObject({ size: 24 * MiB, git: { state: 'committed' } });
     expect(read('sha2').split(' ')[0]).toBe(fileSha(join(sb.dir, 'big.log')));
     expect(read('status2')).toBe('');
+  });
+});
+
+describe('[PUB-3] an attachment is installed only into real folders of the vault', () => {
+  it('an evidence folder that is a symbolic link out of the vault is refused with E_CONFLICT, nothing lands there, and the upload can be finished once it is fixed', () => {
+    const outside = join(sb.dir, 'outside');
+    mkdirSync(outside);
+    mkdirSync(join(vault, 'private'), { recursive: true });
+    symlinkSync(outside, join(vault, 'private', 'evidence'));
+    write('a.txt', 'hello\n');
+    const r = cli(sb, ['attach', '--store', 'st', '--json', 'a.txt']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stderr).toMatch(/^E_CONFLICT: cannot install private\/evidence\/.*private\/evidence is a symbolic link/);
+    expect(readdirSync(outside)).toEqual([]);
+    const [att] = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
+    // The user replaces the link with a real folder: the upload finishes where it belongs.
+    rmSync(join(vault, 'private', 'evidence'));
+    const done = cli(sb, ['resume', '--store', 'st', '--json', att!.id]);
+    expect(done.code, done.stderr).toBe(0);
+    const receipt = JSON.parse(done.stdout) as { path: string; sha256: string };
+    expect(fileSha(join(vault, receipt.path))).toBe(sha('hello\n'));
+    expect(readdirSync(outside)).toEqual([]);
   });
 });

@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 
 let sb: Sandbox;
 let vault: string;
@@ -225,5 +226,51 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
     const r = cli(sb, ['publish', '--store', sb.home, 'p.md']);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^E_UNAVAILABLE: /);
+  });
+});
+
+describe('[PUB-3] a publication writes only regular files in real folders of the vault', () => {
+  const activity = () => JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as unknown[];
+
+  it('a symbolic link to a folder outside the vault (a conversation, a shard) is refused with E_CONFLICT; nothing is written there', () => {
+    const outside = join(sb.dir, 'outside');
+    mkdirSync(outside);
+    mkdirSync(join(vault, 'conversations'), { recursive: true });
+    symlinkSync(outside, join(vault, 'conversations', 'evil'));
+    write('e.md', '---\nkind: page\ntitle: Escape page\n---\nx\n');
+    let r = publish(['--partition', 'conversation:evil', 'e.md']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stderr).toMatch(/^E_CONFLICT: cannot write conversations\/evil\/.*conversations\/evil is a symbolic link/);
+    // Every shard folder of private/pages a link out of the vault.
+    mkdirSync(join(vault, 'private', 'pages'), { recursive: true });
+    for (let i = 0; i < 256; i++) {
+      const hh = i.toString(16).padStart(2, '0');
+      mkdirSync(join(outside, hh));
+      symlinkSync(join(outside, hh), join(vault, 'private', 'pages', hh));
+    }
+    r = publish(['e.md']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stderr).toMatch(/^E_CONFLICT: cannot write private\/pages\/[0-9a-f]{2}\/escape-page\.md: private\/pages\/[0-9a-f]{2} is a symbolic link/);
+    expect(readdirSync(outside, { recursive: true }).filter((n) => String(n).endsWith('.md'))).toEqual([]);
+    expect(activity()).toEqual([]);
+  });
+
+  it('a FIFO at a record\'s path blocks neither show nor publish: onDisk missing, and a revision is E_CONFLICT', () => {
+    write('f.md', '---\nkind: page\ntitle: Fifo victim\n---\nx\n');
+    const first = publish(['f.md']);
+    expect(first.code, first.stderr).toBe(0);
+    const { id, path } = first.receipt.records[0] as { id: string; path: string };
+    rmSync(join(vault, path));
+    expect(spawnSync('mkfifo', [join(vault, path)]).status).toBe(0);
+    // Without O_NONBLOCK, opening the FIFO waits for a writer that never comes: killed after 30 s, the test fails.
+    const run = (args: string[]) => spawnSync(process.execPath, [cliPath, ...args], { cwd: sb.dir, env: sb.env, encoding: 'utf8', timeout: 30_000, killSignal: 'SIGKILL' });
+    const show = run(['show', '--store', 'st', id, '--json']);
+    expect(show.status, show.stderr).toBe(0);
+    expect(JSON.parse(show.stdout).record.onDisk).toBe('missing');
+    write('f2.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: v2\n---\ny\n`);
+    const rev = run(['publish', '--store', 'st', 'f2.md']);
+    expect(rev.status, rev.stderr).toBe(1);
+    expect(rev.stderr).toMatch(/^E_CONFLICT: .*changed on disk/);
+    expect(activity()).toHaveLength(1);
   });
 });

@@ -26,7 +26,7 @@ import { dirname, join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
-import { atomicWrite, fsyncDir, mkdirDurable } from '../fsutil.js';
+import { atomicWrite, fsyncDir, mkdirDurable, vaultEntry } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE, SOURCE_FORMAT } from '../evidence/source.js';
 import { statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
@@ -138,6 +138,11 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     media_type: media.mediaType, original_name: row.filename, attribution: row.attribution, retained_at: now, in_history: inHistory,
   }), 'utf8');
   const files: InstalledFiles = { descriptor, gitignore: planned.gitignorePath ? Buffer.from(EXCLUDED_GITIGNORE, 'utf8') : null, original: hashed.bytes };
+  // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
+  for (const rel of [path, descriptorPath, ...(planned.gitignorePath ? [planned.gitignorePath] : [])]) {
+    const there = vaultEntry(store.paths.vault, rel);
+    if (there.kind === 'other') throw new KnowledgeError('E_CONFLICT', `cannot install ${rel}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
+  }
   if (!installed) installOriginal(store, part, target);
   crashPoint('attach-after-install');
   atomicWrite(join(store.paths.vault, descriptorPath), descriptor, store.paths.staging);

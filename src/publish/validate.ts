@@ -4,13 +4,14 @@
  * and the disk; writes nothing.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
 import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft } from '../records/record.js';
 import { recordPath, isSafeRelativePath } from '../records/filename.js';
+import { vaultEntry } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
@@ -90,6 +91,9 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     if (!isSafeRelativePath(path)) throw new KnowledgeError('E_VALIDATION', `unsafe path ${JSON.stringify(path)}`);
     if (plannedLower.has(path.toLowerCase())) throw new KnowledgeError('E_VALIDATION', `two files of this publication map to ${path}`);
     plannedLower.add(path.toLowerCase());
+    // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
+    const there = vaultEntry(store.paths.vault, path);
+    if (there.kind === 'other') throw new KnowledgeError('E_CONFLICT', `cannot write ${path}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
     bytes.set(path, data);
     files.push({ path, priorSha256, inHistory });
   };
@@ -135,7 +139,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
   const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
   const taken = (rel: string) =>
-    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || existsSync(join(store.paths.vault, rel));
+    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || lstatSync(join(store.paths.vault, rel), { throwIfNoEntry: false }) !== undefined;
 
   const records: PlannedRecord[] = [];
   const idsInRequest = new Set<string>();
@@ -182,8 +186,8 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       if (expected !== existing.revision) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} is at revision ${existing.revision}, not ${String(expected)} [REC-4]`);
       }
-      const onDisk = join(store.paths.vault, existing.path);
-      const current = existsSync(onDisk) ? sha256Hex(readFileSync(onDisk)) : null;
+      const onDisk = vaultEntry(store.paths.vault, existing.path);
+      const current = onDisk.kind === 'file' ? onDisk.sha256 : null;
       if (current !== existing.sha256) {
         throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} changed on disk since Knowledge last recorded it; run knowledge scan first`);
       }

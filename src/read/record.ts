@@ -84,7 +84,7 @@ export function readOnDisk(vaultDir: string, rel: string, indexedSha: string): {
     const vaultReal = realpathSync(vaultDir);
     const parentReal = realpathSync(dirname(abs));
     if (parentReal !== vaultReal && !parentReal.startsWith(vaultReal + sep)) return { text: null, onDisk: 'missing' };
-    fd = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
+    fd = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK); // a FIFO never blocks the read
   } catch {
     return { text: null, onDisk: 'missing' };
   }
