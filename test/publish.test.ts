@@ -98,6 +98,9 @@ describe('[PUB-1] validation writes nothing', () => {
     ['claim without claim_kind', '---\nkind: claim\ntitle: x\nevidence: [{source: src-000000000000000000000000}]\n---\n', /E_VALIDATION: .*claim_kind/],
     ['cites unknown source', '---\nkind: page\ntitle: x\nevidence: [{source: src-000000000000000000000000}]\n---\n', /E_VALIDATION: .*unknown evidence/],
     ['relationship to nowhere', '---\nkind: relationship\nrelationship_type: supports\nfrom: a\nto: b\ntitle: x\n---\n', /E_VALIDATION: /],
+    // The store writes these fields' values itself: an alias to an anchor on one would be left dangling.
+    ['alias to an anchor on scope', '---\nkind: page\ntitle: x\nscope: &s private\nmirror: *s\n---\n', /E_VALIDATION: .*anchor on a field the store fills/],
+    ['alias to an anchor on revision', '---\nkind: page\ntitle: x\nrevision: &r 1\nmirror: *r\n---\n', /E_VALIDATION: .*anchor on a field the store fills/],
   ];
   for (const [name, text, re] of cases) {
     it(`${name}: clear error with a stable code, nothing installed`, () => {

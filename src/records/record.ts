@@ -550,7 +550,16 @@ export function completeDraft(file: ParsedFile, fill: CompleteFill): CompletedDr
     if (setOwned(map, key, value, inserted)) inserted++;
   }
 
-  const data = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
+  let data: Record<string, unknown>;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
+  } catch (err) {
+    // The store writes its own fields' values: an alias elsewhere to an anchor on one of them is left without it.
+    if (err instanceof ReferenceError) {
+      throw new KnowledgeError('E_VALIDATION', `frontmatter refers (YAML alias) to an anchor on a field the store fills (${values.map(([k]) => k).join(', ')}): ${err.message}`);
+    }
+    throw err;
+  }
   const completed: ParsedFile = { doc, data, body: file.body };
   const result = validateStored(completed);
   if (!result.ok) throw internal(`completeDraft produced an invalid record: ${result.reason}`);
