@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
@@ -221,6 +221,18 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
     expect(publish(['missing.md']).stderr).toMatch(/^E_VALIDATION: .*no such file/);
     expect(publish(['--evidence', sb.dir, 'c.md']).stderr).toMatch(/^E_VALIDATION: .*not a regular file/);
     expect(publish(['--evidence', '/dev/null', 'c.md']).stderr).toMatch(/^E_VALIDATION: .*not a regular file/);
+    nothingWritten();
+  });
+
+  it('a record or evidence file over the limits is E_TOO_LARGE before it is read, even past 2 GiB', () => {
+    write('ok.md', '---\nkind: page\ntitle: ok\n---\n');
+    truncateSync(join(sb.dir, write('huge.bin', '')), 3 * 1024 ** 3); // sparse: no 3 GiB written
+    truncateSync(join(sb.dir, write('big.md', '')), 2 * 1024 * 1024);
+    for (const args of [['--evidence', 'huge.bin', 'ok.md'], ['huge.bin'], ['big.md']]) {
+      const r = publish(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toMatch(/^E_TOO_LARGE: .* bytes; .*may be at most \d+ bytes\n$/);
+    }
     nothingWritten();
   });
 

@@ -7,6 +7,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../errors.js';
+import { LIMITS } from '../publish/limits.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
 // them, so `--help` or a usage error starts fast and `scan` loads no Gateway,
@@ -169,7 +170,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const records = positionals.map((p) => decodeUtf8(readInput(p, 'record'), p));
         const evidence = ((values.evidence as string[] | undefined) ?? []).map((p) => ({
           name: basename(p),
-          bytes: readRegularFile(p),
+          bytes: readRegularFile(p, LIMITS.evidenceBytes, 'evidence given to publish (attach larger files with knowledge attach)'),
           attribution: (values.attribution as string | undefined) ?? undefined,
         }));
         const receipt = await withService(dir, true, 'knowledge publish', env, (s) =>
@@ -412,8 +413,11 @@ export function parsePort(v: string | undefined): number | undefined {
   return Number(v);
 }
 
-/** Only regular files are read from paths [ATT-3]: no directories, devices or FIFOs. */
-export function readRegularFile(p: string): Buffer {
+/**
+ * Only regular files are read from paths [ATT-3]: no directories, devices or
+ * FIFOs; and none larger than `maxBytes` (E_TOO_LARGE before a byte is read).
+ */
+export function readRegularFile(p: string, maxBytes = Infinity, what = 'this file'): Buffer {
   let real: string;
   try {
     real = realpathSync(p);
@@ -422,6 +426,7 @@ export function readRegularFile(p: string): Buffer {
   }
   const st = statSync(real);
   if (!st.isFile()) throw new KnowledgeError('E_VALIDATION', `${p} is not a regular file`);
+  if (st.size > maxBytes) throw new KnowledgeError('E_TOO_LARGE', `${p} is ${st.size} bytes; ${what} may be at most ${maxBytes} bytes`);
   return readFileSync(real);
 }
 
@@ -437,9 +442,9 @@ function decodeUtf8(bytes: Buffer, name: string): string {
 function readInput(p: string, what: string): Buffer {
   if (p === '-') return readFileSync(0);
   try {
-    return readRegularFile(p);
+    return readRegularFile(p, LIMITS.recordBytes, `a ${what}`);
   } catch (err) {
-    if (err instanceof KnowledgeError) throw new KnowledgeError('E_VALIDATION', `${what} ${err.message}`);
+    if (err instanceof KnowledgeError) throw new KnowledgeError(err.code === 'E_TOO_LARGE' ? err.code : 'E_VALIDATION', `${what} ${err.message}`);
     throw err;
   }
 }

@@ -17,12 +17,8 @@ import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
 
-export const LIMITS = {
-  records: 200,
-  recordBytes: 1024 * 1024,
-  evidenceFiles: 50,
-  evidenceBytes: 256 * 1024 * 1024,
-};
+import { LIMITS } from './limits.js';
+export { LIMITS };
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
