@@ -416,6 +416,20 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(codes(scan())).toEqual(['invalid-reference private/b.md']); // b depended on a, which is gone
   });
 
+  it('the human output shows control characters in names as \\xNN: a name can neither fake lines nor reach the terminal as escapes', () => {
+    put('private/ok.md', '# fine\n');
+    put('private/x\n  deleted   private/ok.md\n  git: pending (locked) fake.md', 'x');
+    put('private/esc\u001b[31mRED\u009b.md', 'x');
+    const r = cli(sb, ['scan', '--store', 'st']);
+    expect(r.code, r.stderr).toBe(0);
+    // eslint-disable-next-line no-control-regex
+    expect(r.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(r.stdout).toContain('invalid-name: private/x\\x0a  deleted   private/ok.md\\x0a  git: pending (locked) fake.md: ');
+    expect(r.stdout).toContain('invalid-name: private/esc\\x1b[31mRED\\x9b.md: ');
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines.filter((l) => l.startsWith('  deleted') || l.startsWith('  git:'))).toEqual([expect.stringMatching(/^ {2}git: committed [0-9a-f]{40}$/)]);
+  });
+
   it('a reference fixed by a later publication is re-checked by the next scan', () => {
     put('private/dep.md', record('dep', 'Depends', 'dependencies: [rec-later]\n'));
     expect(codes(scan())).toEqual(['invalid-reference private/dep.md']);
