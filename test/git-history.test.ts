@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 
@@ -106,5 +106,24 @@ describe('[GIT-10] the user\'s own work in the repository is never touched', () 
     expect(userGit(sb, vault, ['show', '--name-only', '--format=', p.git.commit]).trim()).toBe(p.records[0].path);
     const status = userGit(sb, vault, ['status', '--porcelain']).split('\n').filter(Boolean).sort();
     expect(status).toEqual(['?? draft.md', 'A  notes.md']);
+  });
+
+  it('a file marked intent-to-add (git add -N) that a scan commits is in the index as committed: the user\'s next commit keeps it', () => {
+    mkdirSync(join(vault, 'private'), { recursive: true });
+    writeFileSync(join(vault, 'private', 'a.md'), '# a\n');
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    writeFileSync(join(vault, 'private', 'new.md'), '# new\n');
+    userGit(sb, vault, ['add', '-N', 'private/new.md']);
+    // A really staged empty file is the user's, and stays staged as it is.
+    writeFileSync(join(vault, 'private', 'staged-empty.md'), '');
+    userGit(sb, vault, ['add', 'private/staged-empty.md']);
+    writeFileSync(join(vault, 'private', 'staged-empty.md'), 'filled after staging\n');
+    const r = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout) as { added: string[]; git: { state: string } };
+    expect(r.added).toEqual(['private/new.md', 'private/staged-empty.md']);
+    expect(r.git.state).toBe('committed');
+    expect(userGit(sb, vault, ['status', '--porcelain']).split('\n').filter(Boolean)).toEqual(['MM private/staged-empty.md']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'my own commit']);
+    expect(userGit(sb, vault, ['show', '--name-status', '--format=', 'HEAD']).trim()).toBe('M\tprivate/staged-empty.md');
+    expect(userGit(sb, vault, ['ls-tree', '-r', '--name-only', 'HEAD']).trim().split('\n')).toContain('private/new.md');
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseFilterSections, planIndexUpdate, type Entry, type IndexJob } from './index-sync.js';
+import { intentToAddPaths, parseFilterSections, planIndexUpdate, type Entry, type IndexJob } from './index-sync.js';
 
 const e = (oid: string, mode = '100644'): Entry => ({ mode, oid: oid.repeat(40).slice(0, 40) });
 const A = e('a');
@@ -86,5 +86,14 @@ describe('parseFilterSections', () => {
   });
   it.each(['[include]\n\tpath = other\n', '[includeIf "gitdir:/x/"]\n\tpath = y\n', '[weird section\n'])('asks git when the file includes others or cannot be read: %j', (text) => {
     expect(parseFilterSections(text)).toBeNull();
+  });
+});
+
+describe('intentToAddPaths', () => {
+  it('reads the intent-to-add flag of each entry from ls-files -z --debug, whatever the path holds', () => {
+    const block = (flags: string) => `  ctime: 0:0\n  mtime: 0:0\n  dev: 0\tino: 0\n  uid: 0\tgid: 0\n  size: 0\tflags: ${flags}\n`;
+    const out = Buffer.from(`staged.md\0${block('0')}ita.md\0${block('20004000')}odd\nname flags: 20000000.md\0${block('4000')}ext.md\0${block('60000000')}`);
+    expect(intentToAddPaths(out)).toEqual(['ita.md', 'ext.md']);
+    expect(intentToAddPaths(Buffer.alloc(0))).toEqual([]);
   });
 });

@@ -172,7 +172,41 @@ export async function readIndex(
   if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
   if (!Array.isArray(filters)) return filters as { ok: false; code: PendingCode; reason: string };
   const { entries, conflicted } = parseLsFiles(ls.stdout, new Set(paths));
+  // An intent-to-add entry (`git add -N`) stages no content, though it reads as the empty blob: it counts as
+  // no entry. Kept as the user's, it would stage the deletion of what the checkpoint just committed.
+  const empty = [...entries].filter(([, e]) => e.oid === EMPTY_BLOB.sha1 || e.oid === EMPTY_BLOB.sha256).map(([path]) => path);
+  if (empty.length > 0) {
+    const dbg = await runner.run(['ls-files', '-z', '--debug', ...pathspecArgs(empty)], { cwd: vault, env });
+    if (dbg.code !== 0) return fail(dbg.stderr, dbg.timedOut);
+    for (const path of intentToAddPaths(dbg.stdout)) entries.delete(path);
+  }
   return { user: entries, conflicted, filters };
+}
+
+const EMPTY_BLOB = {
+  sha1: 'e69de29bb2d1d6434b8b29ae775ad8c2e48c5391',
+  sha256: '473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813',
+};
+/** Git's CE_INTENT_TO_ADD, in the flags `ls-files --debug` prints. */
+const CE_INTENT_TO_ADD = 1 << 29;
+
+/**
+ * The paths `ls-files -z --debug` shows with the intent-to-add flag: each
+ * entry is its path, NUL, then indented lines ending with `flags: <hex>`.
+ */
+export function intentToAddPaths(out: Buffer): string[] {
+  const text = out.toString('utf8');
+  const found: string[] = [];
+  for (let at = 0; at < text.length;) {
+    const nul = text.indexOf('\0', at);
+    if (nul < 0) break;
+    const path = text.slice(at, nul);
+    const flags = /flags: ([0-9a-f]+)\n/.exec(text.slice(nul + 1));
+    if (!flags) break;
+    if ((parseInt(flags[1]!, 16) & CE_INTENT_TO_ADD) !== 0) found.push(path);
+    at = nul + 1 + flags.index + flags[0].length;
+  }
+  return found;
 }
 
 /**
