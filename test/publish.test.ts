@@ -141,6 +141,19 @@ describe('[PUB-5] the same request id returns the same receipt', () => {
     expect(c.stderr).toMatch(/^E_CONFLICT: /);
     expect(userGit(sb, vault, ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
   });
+
+  it('a request id is the same in any letter case (a UUID): the retry in capitals returns the same receipt', () => {
+    write('p.md', '---\nkind: page\ntitle: Case page\n---\nb\n');
+    const a = publish(['--request-id', 'AAAAAAAA-BBBB-4CCC-8DDD-EEEEEEEEEEEE', 'p.md']);
+    expect(a.code, a.stderr).toBe(0);
+    expect(a.receipt.requestId).toBe('aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee');
+    for (const rid of ['aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee', 'AAAAAAAA-bbbb-4CCC-8ddd-EEEEEEEEEEEE']) {
+      expect(publish(['--request-id', rid, 'p.md']).receipt).toEqual(a.receipt);
+    }
+    const byRequest = cli(sb, ['receipt', '--store', 'st', '--json', 'AAAAAAAA-BBBB-4CCC-8DDD-EEEEEEEEEEEE']);
+    expect(JSON.parse(byRequest.stdout)).toEqual(a.receipt);
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
+  });
 });
 
 describe('evidence retention', () => {

@@ -59,7 +59,7 @@ export function checkStartRequest(req: AttachStartRequest): CheckedStart {
   const hash = createHash('sha256')
     .update(JSON.stringify({ partition, actor: req.actor, filename, size: req.size, sha256, mediaType, attribution }))
     .digest('hex');
-  return { requestId: req.requestId ?? randomUUID(), partition, actor: req.actor, filename, size: req.size, sha256, mediaType, attribution, hash };
+  return { requestId: (req.requestId ?? randomUUID()).toLowerCase(), partition, actor: req.actor, filename, size: req.size, sha256, mediaType, attribution, hash };
 }
 
 /** What one incoming chunk means for an upload that has `received` of `size` bytes [ATT-1]. */

@@ -73,7 +73,7 @@ export function checkRequestShape(req: PublishRequest): { partition: PartitionId
   req.records.forEach((t, i) => {
     if (Buffer.byteLength(t, 'utf8') > LIMITS.recordBytes) throw new KnowledgeError('E_TOO_LARGE', `record #${i + 1} is larger than ${LIMITS.recordBytes} bytes`);
   });
-  return { partition, requestId: req.requestId ?? randomUUID() };
+  return { partition, requestId: (req.requestId ?? randomUUID()).toLowerCase() };
 }
 
 export function planPublication(store: Store, req: PublishRequest, ids: { requestId: string; publicationId: string; hash: string; now: string }): PlannedPublication {

@@ -1,0 +1,9 @@
+/**
+ * Request ids are UUIDs, and a UUID names the same request in either letter
+ * case (RFC 9562): new ones are stored lowercase [PUB-5, ATT-1]. A lookup
+ * also tries the id as given and in uppercase, the forms in which stores
+ * written before this rule kept them.
+ */
+export function requestIdForms(id: string): [string, string, string] {
+  return [id.toLowerCase(), id, id.toUpperCase()];
+}
