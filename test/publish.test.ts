@@ -86,6 +86,18 @@ describe('[REC-4] revisions and conflicts', () => {
     // Exactly two publications were recorded.
     expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(2);
   });
+
+  it('an expected revision of a record that does not exist is E_CONFLICT (a bad one E_VALIDATION), and writes nothing', () => {
+    for (const [rev, re] of [['5', /^E_CONFLICT: record #1: record rec-new5 does not exist, so it has no revision 5/], ['1', /^E_CONFLICT: /], ['0', /^E_VALIDATION: record #1: .*positive integer/], ['"1"', /^E_VALIDATION: /], ['1.5', /^E_VALIDATION: /]] as const) {
+      write('n.md', `---\nid: rec-new5\nrevision: ${rev}\nkind: page\ntitle: New\n---\nx\n`);
+      const r = publish(['n.md']);
+      expect(r.code, rev).toBe(1);
+      expect(r.stderr, rev).toMatch(re);
+    }
+    expect(existsSync(join(vault, 'private'))).toBe(false);
+    write('n.md', '---\nid: rec-new5\nkind: page\ntitle: New\n---\nx\n');
+    expect(publish(['n.md']).receipt.records[0]).toMatchObject({ id: 'rec-new5', revision: 1 });
+  });
 });
 
 describe('[PUB-1] validation writes nothing', () => {
@@ -100,7 +112,7 @@ describe('[PUB-1] validation writes nothing', () => {
     ['relationship to nowhere', '---\nkind: relationship\nrelationship_type: supports\nfrom: a\nto: b\ntitle: x\n---\n', /E_VALIDATION: /],
     // The store writes these fields' values itself: an alias to an anchor on one would be left dangling.
     ['alias to an anchor on scope', '---\nkind: page\ntitle: x\nscope: &s private\nmirror: *s\n---\n', /E_VALIDATION: .*anchor on a field the store fills/],
-    ['alias to an anchor on revision', '---\nkind: page\ntitle: x\nrevision: &r 1\nmirror: *r\n---\n', /E_VALIDATION: .*anchor on a field the store fills/],
+    ['alias to an anchor on updated_at', '---\nkind: page\ntitle: x\nupdated_at: &u "2026-01-01T00:00:00Z"\nmirror: *u\n---\n', /E_VALIDATION: .*anchor on a field the store fills/],
   ];
   for (const [name, text, re] of cases) {
     it(`${name}: clear error with a stable code, nothing installed`, () => {

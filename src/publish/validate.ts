@@ -193,6 +193,17 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       recordedAt = existing.recorded_at;
       priorSha = existing.sha256;
     } else {
+      // [REC-4] An expected revision of a record that does not exist is a stale expectation.
+      let expected: number | undefined;
+      try {
+        expected = draftExpectedRevision(draft);
+      } catch (err) {
+        if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`, err.details);
+        throw err;
+      }
+      if (expected !== undefined) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} does not exist, so it has no revision ${expected} to revise; publish it without revision to create it [REC-4]`);
+      }
       // validateDraft checked kind and title.
       path = recordPath({ partitionDir: pdir, kind: draft.data.kind as RecordKind, title: draft.data.title as string, id, taken });
     }

@@ -40,7 +40,7 @@ export function resolvePartitions(store: Pick<Store, 'paths' | 'db'>, caller: Ca
   }
   for (const n of names) {
     if (isValidSessionId(n)) out.add(`conversation:${n}`);
-    else if (!n.startsWith('.')) diags.push({ path: `conversations/${n}`, code: 'not-a-partition', reason: 'not a session id (1-64 of A-Z a-z 0-9 _ -); not scanned' });
+    else if (!n.startsWith('.')) diags.push({ path: `conversations/${n}`, code: 'not-a-partition', reason: 'not a session id (1-64 of A-Z a-z 0-9 _ -, starting with a letter or digit); not scanned' });
   }
   // A partition whose folder is gone still has recorded files: their deletions are observed.
   // (Every folder holding recorded files has a row in scan_folders: a few rows, not one per file.)
