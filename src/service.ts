@@ -23,7 +23,7 @@ import { parseListQuery, parseLookupKey, parseSearchQuery, isFullCommitId } from
 import { lookupRecord } from './read/lookup.js';
 import { searchRecords } from './read/search.js';
 import { listRecords } from './read/inventory.js';
-import { readRecordView, requireVisible } from './read/record.js';
+import { findTombstone, readRecordView, requireVisible } from './read/record.js';
 import { diffVersions, readHistory } from './read/history.js';
 import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
 import { checkStartRequest } from './attach/request.js';
@@ -321,14 +321,31 @@ export class KnowledgeService {
   /** One record with evidence, links and backlinks; E_NOT_FOUND when missing or not visible. */
   readRecord(caller: Caller, id: string): RecordView {
     const scope = this.readScope(caller);
-    return readRecordView(this.store.db, this.store.paths.vault, scope, parseLookupKey(id));
+    const key = parseLookupKey(id);
+    try {
+      return readRecordView(this.store.db, this.store.paths.vault, scope, key);
+    } catch (err) {
+      if (isKnowledgeError(err) && err.code === 'E_NOT_FOUND' && findTombstone(this.store.db, scope, key)) {
+        throw new KnowledgeError('E_NOT_FOUND', `no record ${key}: its file was deleted; its history still lists every committed version [READ-2]`);
+      }
+      throw err;
+    }
   }
 
   /** Committed versions of one record from the vault's Git history; never fails on Git. */
   async recordHistory(caller: Caller, id: string): Promise<RecordHistory> {
     const scope = this.readScope(caller);
-    const row = requireVisible(this.store.db, scope, parseLookupKey(id));
-    return readHistory(this.runner, this.store.paths.vault, this.store.db, { id: row.id, path: row.path });
+    const key = parseLookupKey(id);
+    let rec: { id: string; path: string };
+    try {
+      rec = requireVisible(this.store.db, scope, key);
+    } catch (err) {
+      // A record whose file was deleted: its committed versions can still be read (and recovered) [READ-2].
+      const gone = isKnowledgeError(err) && err.code === 'E_NOT_FOUND' ? findTombstone(this.store.db, scope, key) : undefined;
+      if (!gone) throw err;
+      rec = gone;
+    }
+    return readHistory(this.runner, this.store.paths.vault, this.store.db, rec);
   }
 
   /** Unified diff between two committed versions (full commit ids listed by recordHistory). */

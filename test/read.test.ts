@@ -438,6 +438,35 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain(`rename to ${newPath}`);
   });
 
+  it('a record whose file was deleted (seen by a scan) keeps its history, to read, diff and recover; show says where to look', async () => {
+    const [r1, , r3] = threeRevisions();
+    publish([{ id: 'rec-b-gone', title: 'B gone', body: 'in B' }], ['--partition', 'conversation:B', '--actor', 'agent']);
+    rmSync(join(vault, r3!.records[0]!.path));
+    const gonePathB = JSON.parse(cli(sb, ['show', '--store', 'st', '--json', 'rec-b-gone']).stdout).record.path as string;
+    rmSync(join(vault, gonePathB));
+    const scanned = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(JSON.parse(scanned.stdout).deleted.sort()).toEqual([gonePathB, r3!.records[0]!.path].sort());
+    const s = reader();
+    expect(s.lookup(OP, 'rec-h')).toEqual({ status: 'missing' });
+    const shown = cli(sb, ['show', '--store', 'st', 'rec-h']);
+    expect(shown.code).toBe(1);
+    expect(shown.stderr).toMatch(/^E_NOT_FOUND: no record rec-h: its file was deleted; its history still lists every committed version/);
+    const h = await s.recordHistory(OP, 'rec-h');
+    expect(h.path).toBe(r3!.records[0]!.path);
+    expect(h.versions.map((v) => v.revision)).toEqual([3, 2, 1]);
+    const d = await s.recordDiff(OP, 'rec-h', r1!.git.commit, r3!.git.commit);
+    expect(d.patch).toContain('+third body');
+    // Partition scoping holds for deleted records too.
+    expect((await s.recordHistory(agentB, 'rec-b-gone')).versions).toHaveLength(1);
+    expect(await asyncErrorCode(() => s.recordHistory(agentA, 'rec-b-gone'))).toBe('E_NOT_FOUND');
+    expect(errorCode(() => s.readRecord(agentA, 'rec-b-gone'))).toBe('E_NOT_FOUND');
+    expect(() => s.readRecord(agentA, 'rec-b-gone')).toThrow(/^no record rec-b-gone$/);
+    // Published again under its id: the record is back, with its whole history.
+    publish([{ id: 'rec-h', title: 'Evolving', body: 'fourth body' }]);
+    const back = await reader().recordHistory(OP, 'rec-h');
+    expect(back.versions.map((v) => v.revision)).toEqual([1, 3, 2, 1]);
+  });
+
   it('is empty, not an error, before the repository exists; queued versions are counted', async () => {
     // Git cannot run: the publication is accepted and its checkpoint waits [GIT-14].
     writeFileSync(join(sb.dir, 'q.md'), recordText({ id: 'rec-q', title: 'Queued' }));

@@ -21,7 +21,8 @@ const RECORD_COLUMNS = 'id, partition, path, kind, title, revision, lifecycle, s
 
 export class RecordIndexer {
   private readonly affected = new Set<string>();
-  private readonly released = new Set<string>();
+  /** Released ids, with where their row was: those no file claims again at the end are remembered (tombstones). */
+  private readonly released = new Map<string, { path: string; partition: string }>();
   /**
    * Distinct ids claimed (a second claim of one id parks it: `moved`), and
    * those of them that were released first: all idsChanged needs, without a
@@ -43,7 +44,7 @@ export class RecordIndexer {
    */
   constructor(private readonly db: DB, private readonly now: string, private readonly touched: (id: string) => void = () => {}) {
     this.s = {
-      recByPath: db.prepare('SELECT id FROM records WHERE path = ?').pluck(),
+      recByPath: db.prepare('SELECT id, partition FROM records WHERE path = ?'),
       delRecByPath: db.prepare('DELETE FROM records WHERE path = ?'),
       dupByPath: db.prepare('SELECT id FROM scan_duplicate_rows WHERE path = ?').pluck(),
       delDupRow: db.prepare('DELETE FROM scan_duplicate_rows WHERE path = ?'),
@@ -60,6 +61,9 @@ export class RecordIndexer {
       insDupRow: db.prepare('INSERT OR REPLACE INTO scan_duplicate_rows(path, id, partition, row) VALUES (?, ?, ?, ?)'),
       insDupView: db.prepare('INSERT OR REPLACE INTO duplicate_record_ids(id, path, partition, found_at) VALUES (?, ?, ?, ?)'),
       allDupIds: db.prepare('SELECT DISTINCT id FROM scan_duplicate_rows').pluck(),
+      hasRec: db.prepare('SELECT 1 FROM records WHERE id = ?').pluck(),
+      hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
+      tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, removed_at) VALUES (?, ?, ?, ?)'),
     };
   }
 
@@ -75,12 +79,13 @@ export class RecordIndexer {
 
   /** Forget what a path claimed (it was deleted, or its bytes changed). */
   release(path: string): void {
-    const id = this.s.recByPath.get(path) as string | undefined;
-    if (id !== undefined) {
+    const rec = this.s.recByPath.get(path) as { id: string; partition: string } | undefined;
+    if (rec !== undefined) {
+      const id = rec.id;
       this.s.delRecByPath.run(path);
       this.note(id);
       this.affected.add(id);
-      this.released.add(id);
+      this.released.set(id, { path, partition: rec.partition });
       if (this.claimedCount > 0) this.releasedLate = true;
     }
     const dup = this.s.dupByPath.get(path) as string | undefined;
@@ -153,6 +158,10 @@ export class RecordIndexer {
         this.s.insRec.run(row);
         this.note(row.id);
       }
+    }
+    // [READ-2] A record whose file is gone, and whose id no other file claims: its history stays readable.
+    for (const [id, at] of this.released) {
+      if (this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) this.s.tombstone.run(id, at.partition, at.path, this.now);
     }
   }
 
