@@ -454,7 +454,7 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     const h = await s.recordHistory(OP, 'rec-h');
     expect(h.path).toBe(r3!.records[0]!.path);
     expect(h.versions.map((v) => v.revision)).toEqual([3, 2, 1]);
-    const d = await s.recordDiff(OP, 'rec-h', r1!.git.commit, r3!.git.commit);
+    const d = await s.recordDiff(OP, 'rec-h', r1!.git.commit!, r3!.git.commit!);
     expect(d.patch).toContain('+third body');
     // Partition scoping holds for deleted records too.
     expect((await s.recordHistory(agentB, 'rec-b-gone')).versions).toHaveLength(1);

@@ -43,7 +43,9 @@ export function attachmentActivity(db: DB, limit: number): AttachmentActivity[] 
     const receipt = r.receipt ? (JSON.parse(r.receipt) as AttachmentReceipt) : null;
     const git: GitState = r.state === 'completed'
       ? batchGitState(db, r.batch_id)
-      : { state: 'pending', code: 'waiting', reason: r.failure ?? `upload incomplete: ${r.received} of ${r.size} bytes received` };
+      : { state: 'pending', code: 'waiting', reason: r.failure ?? (r.received < r.size
+        ? `upload incomplete: ${r.received} of ${r.size} bytes received`
+        : `all ${r.size} bytes received, not yet installed: knowledge resume ${r.attachment_id} finishes it`) };
     return {
       kind: 'attachment' as const,
       id: r.attachment_id,

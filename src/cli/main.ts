@@ -444,7 +444,7 @@ function readInput(p: string, what: string): Buffer {
   try {
     return readRegularFile(p, LIMITS.recordBytes, `a ${what}`);
   } catch (err) {
-    if (err instanceof KnowledgeError) throw new KnowledgeError(err.code === 'E_TOO_LARGE' ? err.code : 'E_VALIDATION', `${what} ${err.message}`);
+    if (err instanceof KnowledgeError) throw new KnowledgeError(err.code === 'E_TOO_LARGE' ? err.code : 'E_VALIDATION', `${what}: ${err.message}`);
     throw err;
   }
 }
