@@ -394,6 +394,7 @@ describe('[LAY-4] the Gateway owns the store while it runs', () => {
     expect(second.code).toBe(1);
     expect(second.stderr).toMatch(/^E_LOCKED: .*knowledge serve/);
     expect(second.stderr).toContain(`pid ${process.pid}`);
+    expect(second.stderr).toContain(`(knowledge serve on 127.0.0.1:${gw.port})`); // the port it got, not "any port"
 
     writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: While served\n---\nx\n');
     const blocked = cli(sb, ['publish', '--store', 'st', 'n.md']);

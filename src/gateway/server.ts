@@ -15,6 +15,7 @@ import { KnowledgeService } from '../service.js';
 import type { GitRunnerOptions } from '../git/runner.js';
 import { createApp, type GatewayOptions } from './app.js';
 import { MIN_TOKEN_LENGTH, isLoopbackHost, loopbackHostHeaders } from './auth.js';
+import { describeWriter } from '../store/lock.js';
 
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_PORT = 8484;
@@ -107,6 +108,8 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
     notice: opts.notice,
     onInternalError: opts.onInternalError,
   });
+  // Started on any port: a second writer is now told which one it got [LAY-4].
+  if (port === 0) describeWriter(service.store.db, `knowledge serve on ${hostForUrl(host)}:${address.port}`);
   const origin = `http://${hostForUrl(host)}:${address.port}`;
   let closing: Promise<void> | null = null;
   return {

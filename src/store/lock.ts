@@ -37,6 +37,11 @@ export function acquireWriterLock(db: DB, command: string): void {
   }).immediate();
 }
 
+/** Say better what this process is, once it knows (a Gateway started on any port: its port). */
+export function describeWriter(db: DB, command: string): void {
+  db.prepare('UPDATE writer_lock SET command = ? WHERE id = 1 AND pid = ? AND host = ?').run(command, process.pid, hostname());
+}
+
 export function releaseWriterLock(db: DB): void {
   db.prepare('DELETE FROM writer_lock WHERE id = 1 AND pid = ? AND host = ?').run(process.pid, hostname());
 }
