@@ -523,6 +523,10 @@ describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commit
     expect(blocked.git).toMatchObject({ state: 'pending', code: 'locked' });
     expect(existsSync(lock)).toBe(true); // a stale lock is never removed [GIT-19]
     unlinkSync(lock);
+    // A scan is not resumed by id: the command says what does it.
+    const resume = cli(sb, ['resume', '--store', 'st', blocked.scanId]);
+    expect(resume.code).toBe(2);
+    expect(resume.stderr).toMatch(new RegExp(`^E_USAGE: ${blocked.scanId} is a scan: run knowledge scan, which commits every waiting checkpoint first\n`));
     const r = scan();
     expect(r).toMatchObject({ added: [], git: null });
     expect(r.retried).toEqual([{ kind: 'scan', id: blocked.scanId, batchId: expect.any(Number), git: { state: 'committed', commit: expect.any(String) } }]);

@@ -238,6 +238,10 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('resume takes one PUBLICATION_ID or ATTACHMENT_ID');
+        if (positionals[0]!.startsWith('scan-')) {
+          // A scan is not resumed: the next scan commits every waiting checkpoint first, then its own [GIT-16].
+          throw new UsageError(`${positionals[0]} is a scan: run knowledge scan, which commits every waiting checkpoint first`);
+        }
         const receipt = await withService(dir, true, 'knowledge resume', env, (s) =>
           orAttachment(() => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!)));
         emit(Boolean(values.json), receipt, renderReceipt(receipt));
