@@ -441,6 +441,11 @@ describe('[LAY-4] the Gateway owns the store while it runs', () => {
     expect(noToken.code).toBe(2);
     expect(noToken.stderr).toMatch(/^E_USAGE: .*--token/);
     expect(cli(sb, ['serve', '--store', 'st', '--token', 'short']).code).toBe(2);
+    for (const bad of [' '.repeat(16), 'tok en-0123456789abcdef', 'tok-0123456789abcdéf']) {
+      const r = cli(sb, ['serve', '--store', 'st', '--token', bad]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^E_USAGE: the token must be printable ASCII without spaces/);
+    }
     expect(cli(sb, ['serve', '--store', 'st', '--port', '70000']).code).toBe(2);
     expect(cli(sb, ['serve', '--store', 'st', '--port', 'http']).code).toBe(2);
 

@@ -49,6 +49,10 @@ export function checkBinding(host: string, token: string | undefined): void {
   if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
     throw new KnowledgeError('E_USAGE', `the token must be at least ${MIN_TOKEN_LENGTH} characters (e.g. --token "$(openssl rand -hex 24)")`);
   }
+  // An HTTP header carries it: spaces at its ends are dropped on the way, and control characters are not allowed.
+  if (token !== undefined && !/^[\x21-\x7e]+$/.test(token)) {
+    throw new KnowledgeError('E_USAGE', 'the token must be printable ASCII without spaces (e.g. --token "$(openssl rand -hex 24)")');
+  }
   if (!isLoopbackHost(host) && token === undefined) {
     throw new KnowledgeError('E_USAGE', `binding ${host} exposes the store beyond this machine: give --token (or KNOWLEDGE_TOKEN), at least ${MIN_TOKEN_LENGTH} characters`);
   }
