@@ -149,6 +149,10 @@ export class KnowledgeService {
       if (existing.status === 'journaled') this.installAndAcknowledge(existing.publication_id);
       return this.resume(existing.publication_id);
     }
+    // One request id names one request: `knowledge receipt ID` must find exactly one.
+    if (this.store.db.prepare('SELECT 1 FROM attachments WHERE request_id IN (?, ?, ?)').get(...requestIdForms(requestId)) !== undefined) {
+      throw new KnowledgeError('E_CONFLICT', `request id ${requestId} was already used for an attachment`);
+    }
     const now = new Date().toISOString();
     const publicationId = newPublicationId();
     const planned = planPublication(this.store, { ...req, requestId }, { requestId, publicationId, hash, now });

@@ -263,6 +263,17 @@ describe('content addressing: the same bytes attached twice are one source', () 
     expect(attach(['a.txt', '--request-id', rid, '--attribution', 'other']).stderr).toMatch(/^E_CONFLICT: /);
     expect(activity()).toHaveLength(1);
     expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('1');
+    // One request id names one request, whatever its kind (and letter case): receipt ID finds exactly it.
+    write('p.md', '---\nkind: page\ntitle: Not under this id\n---\n');
+    const pub = cli(sb, ['publish', '--store', 'st', '--request-id', rid.toUpperCase(), 'p.md']);
+    expect(pub.code).toBe(1);
+    expect(pub.stderr).toMatch(/^E_CONFLICT: request id .* already used for an attachment/);
+    const pubRid = '0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5';
+    expect(cli(sb, ['publish', '--store', 'st', '--request-id', pubRid, 'p.md']).code).toBe(0);
+    write('b.txt', 'other bytes\n');
+    expect(attach(['b.txt', '--request-id', pubRid]).stderr).toMatch(/^E_CONFLICT: request id .* already used for a publication/);
+    expect(JSON.parse(cli(sb, ['receipt', '--store', 'st', '--json', rid]).stdout)).toEqual(a.receipt);
+    expect(activity()).toHaveLength(2);
   });
 });
 

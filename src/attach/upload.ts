@@ -73,6 +73,10 @@ export function startUpload(db: DB, req: CheckedStart, now: string): AttachmentR
       }
       return existing;
     }
+    // One request id names one request: `knowledge receipt ID` must find exactly one.
+    if (db.prepare('SELECT 1 FROM publications WHERE request_id IN (?, ?, ?)').get(...requestIdForms(req.requestId)) !== undefined) {
+      throw new KnowledgeError('E_CONFLICT', `request id ${req.requestId} was already used for a publication`);
+    }
     const id = newAttachmentId();
     db.prepare(
       `INSERT INTO attachments(attachment_id, request_id, request_hash, partition, actor, filename, declared_media_type, attribution,
