@@ -6,6 +6,7 @@
 import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
+import { KnowledgeError } from './errors.js';
 
 export function fsyncDir(dir: string): void {
   const fd = openSync(dir, 'r');
@@ -82,37 +83,47 @@ export function isFile(p: string): boolean {
 }
 
 /** What a path of the vault holds now (vaultEntry). */
-export type VaultEntry = { kind: 'none' } | { kind: 'file'; sha256: string } | { kind: 'other'; what: string };
+export type VaultEntry = { kind: 'none' } | { kind: 'file'; sha256: string | null } | { kind: 'other'; what: string };
 
 /**
  * What is at `rel` (a safe relative path) inside the vault folder now, for a
- * writer about to replace it: nothing, a regular file (its sha256), or
- * something Knowledge never writes through or over — a symbolic link at or
- * above it (below the vault folder itself), a folder, a FIFO, a device. Never
- * follows a link and never blocks on a FIFO (it is opened non-blocking and
- * only looked at).
+ * writer about to replace it: nothing, a regular file (its sha256, unless
+ * `hash` is false), or something Knowledge never writes through or over — a
+ * symbolic link at or above it (below the vault folder itself), a folder, a
+ * FIFO, a socket, a device. Never follows a link and never opens anything but
+ * a regular file (looked at with lstat first; opened non-blocking and without
+ * following links, then checked again).
  */
-export function vaultEntry(vault: string, rel: string): VaultEntry {
+export function vaultEntry(vault: string, rel: string, opts: { hash?: boolean } = {}): VaultEntry {
   const parts = rel.split('/');
-  for (let i = 1; i < parts.length; i++) {
+  for (let i = 1; i <= parts.length; i++) {
     const prefix = parts.slice(0, i).join('/');
-    const st = lstatSync(join(vault, prefix), { throwIfNoEntry: false });
+    let st;
+    try {
+      st = lstatSync(join(vault, prefix), { throwIfNoEntry: false });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return { kind: 'other', what: `a folder above ${rel} is not a folder` };
+      throw err;
+    }
     if (!st) return { kind: 'none' };
     if (st.isSymbolicLink()) return { kind: 'other', what: `${prefix} is a symbolic link` };
-    if (!st.isDirectory()) return { kind: 'other', what: `${prefix} is not a folder` };
+    if (i < parts.length && !st.isDirectory()) return { kind: 'other', what: `${prefix} is not a folder` };
+    if (i === parts.length && st.isDirectory()) return { kind: 'other', what: `${rel} is a folder` };
+    if (i === parts.length && !st.isFile()) return { kind: 'other', what: `${rel} is not a regular file` };
   }
+  if (opts.hash === false) return { kind: 'file', sha256: null };
   let fd: number;
   try {
     fd = openSync(join(vault, rel), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'none' };
+    if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'none' }; // gone since the lstat
     if (code === 'ELOOP') return { kind: 'other', what: `${rel} is a symbolic link` };
+    if (code === 'ENXIO') return { kind: 'other', what: `${rel} is not a regular file` };
     throw err;
   }
   try {
     const st = fstatSync(fd);
-    if (st.isDirectory()) return { kind: 'other', what: `${rel} is a folder` };
     if (!st.isFile()) return { kind: 'other', what: `${rel} is not a regular file` };
     const hash = createHash('sha256');
     const buf = Buffer.allocUnsafe(Math.min(Math.max(st.size, 1), 1 << 20));
@@ -121,4 +132,17 @@ export function vaultEntry(vault: string, rel: string): VaultEntry {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The writers' rule [PUB-3]: what is at `rel` must be nothing or a regular
+ * file; anything else is E_CONFLICT, and nothing is written. Returns the
+ * file's sha256 (null when there is none, or when `hash` is false).
+ */
+export function requireWritable(vault: string, rel: string, opts: { hash?: boolean } = {}): string | null {
+  const there = vaultEntry(vault, rel, opts);
+  if (there.kind === 'other') {
+    throw new KnowledgeError('E_CONFLICT', `cannot write ${rel}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
+  }
+  return there.kind === 'file' ? there.sha256 : null;
 }

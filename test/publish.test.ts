@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import YAML from 'yaml';
@@ -253,10 +254,18 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
     write('ok.md', '---\nkind: page\ntitle: ok\n---\n');
     truncateSync(join(sb.dir, write('huge.bin', '')), 3 * 1024 ** 3); // sparse: no 3 GiB written
     truncateSync(join(sb.dir, write('big.md', '')), 2 * 1024 * 1024);
-    for (const args of [['--evidence', 'huge.bin', 'ok.md'], ['huge.bin'], ['big.md']]) {
+    for (const args of [['huge.bin'], ['big.md']]) {
       const r = publish(args);
       expect(r.code, args.join(' ')).toBe(1);
-      expect(r.stderr).toMatch(/^E_TOO_LARGE: .* bytes; .*may be at most \d+ bytes\n$/);
+      expect(r.stderr).toMatch(/^E_TOO_LARGE: record: .* bytes; a record may be at most 1048576 bytes\n$/);
+    }
+    // Evidence: the total counts, before any file is read (two of 200 MiB, each under the limit alone).
+    truncateSync(join(sb.dir, write('half-1.bin', '')), 200 * 1024 * 1024);
+    truncateSync(join(sb.dir, write('half-2.bin', '')), 200 * 1024 * 1024);
+    for (const args of [['--evidence', 'huge.bin', 'ok.md'], ['--evidence', 'half-1.bin', '--evidence', 'half-2.bin', 'ok.md']]) {
+      const r = publish(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toMatch(/^E_TOO_LARGE: evidence totals \d+ bytes; attach files over 268435456 bytes with knowledge attach\n$/);
     }
     nothingWritten();
   });
@@ -295,6 +304,31 @@ describe('[PUB-3] a publication writes only regular files in real folders of the
     expect(activity()).toEqual([]);
   });
 
+  it('a file where a folder should be, or a socket at a record\'s path, is E_CONFLICT with its reason (not E_INTERNAL)', async () => {
+    write('s.md', '---\nkind: page\ntitle: Socket victim\n---\nx\n');
+    const first = publish(['s.md']);
+    const { id, path } = first.receipt.records[0] as { id: string; path: string };
+    rmSync(join(vault, path));
+    const server = createServer();
+    await new Promise<void>((done) => server.listen(join(vault, path), done));
+    try {
+      write('s2.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: v2\n---\ny\n`);
+      const r = publish(['s2.md']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^E_CONFLICT: record #1: cannot write .* is not a regular file/);
+    } finally {
+      server.close();
+    }
+    // Every shard folder of private/pages a plain file.
+    rmSync(join(vault, 'private', 'pages'), { recursive: true, force: true });
+    mkdirSync(join(vault, 'private', 'pages'));
+    for (let i = 0; i < 256; i++) writeFileSync(join(vault, 'private', 'pages', i.toString(16).padStart(2, '0')), 'not a folder\n');
+    write('f.md', '---\nkind: page\ntitle: Shard victim\n---\nx\n');
+    const r = publish(['f.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_CONFLICT: cannot write private\/pages\/[0-9a-f]{2}\/shard-victim\.md: private\/pages\/[0-9a-f]{2} is not a folder/);
+  });
+
   it('a FIFO at a record\'s path blocks neither show nor publish: onDisk missing, and a revision is E_CONFLICT', () => {
     write('f.md', '---\nkind: page\ntitle: Fifo victim\n---\nx\n');
     const first = publish(['f.md']);
@@ -310,7 +344,7 @@ describe('[PUB-3] a publication writes only regular files in real folders of the
     write('f2.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: v2\n---\ny\n`);
     const rev = run(['publish', '--store', 'st', 'f2.md']);
     expect(rev.status, rev.stderr).toBe(1);
-    expect(rev.stderr).toMatch(/^E_CONFLICT: .*changed on disk/);
+    expect(rev.stderr).toMatch(/^E_CONFLICT: record #1: cannot write private\/pages\/.*\.md is not a regular file/);
     expect(activity()).toHaveLength(1);
   });
 });

@@ -4,7 +4,7 @@
  * the core service as the operator and as agents, and through the CLI.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeFileSync, appendFileSync, rmSync, symlinkSync } from 'node:fs';
+import { writeFileSync, appendFileSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
@@ -53,12 +53,15 @@ function recordText(d: Draft): string {
 }
 
 /** Publish drafts in one publication through the real CLI; returns the receipt. */
+/** A draft written to a file of the sandbox; its name. */
+function writeDraft(d: Draft): string {
+  const name = `r${++n}.md`;
+  writeFileSync(join(sb.dir, name), recordText(d));
+  return name;
+}
+
 function publish(drafts: Draft[], args: string[] = []) {
-  const files = drafts.map((d) => {
-    const name = `r${++n}.md`;
-    writeFileSync(join(sb.dir, name), recordText(d));
-    return name;
-  });
+  const files = drafts.map(writeDraft);
   const r = cli(sb, ['publish', '--store', 'st', '--json', ...args, ...files]);
   expect(r.code, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as { publicationId: string; records: Array<{ id: string; path: string; revision: number }>; git: { state: string; commit?: string } };
@@ -461,10 +464,32 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(await asyncErrorCode(() => s.recordHistory(agentA, 'rec-b-gone'))).toBe('E_NOT_FOUND');
     expect(errorCode(() => s.readRecord(agentA, 'rec-b-gone'))).toBe('E_NOT_FOUND');
     expect(() => s.readRecord(agentA, 'rec-b-gone')).toThrow(/^no record rec-b-gone$/);
-    // Published again under its id: the record is back, with its whole history.
+    // Published again under its id: the record is back, with its whole history, going on from its last revision
+    // (an expectation of revision 1 from before is stale [REC-4]).
+    expect(cli(sb, ['publish', '--store', 'st', writeDraft({ id: 'rec-h', title: 'Evolving', body: 'stale', extra: 'revision: 1' })]).stderr).toMatch(/^E_CONFLICT: /);
     publish([{ id: 'rec-h', title: 'Evolving', body: 'fourth body' }]);
     const back = await reader().recordHistory(OP, 'rec-h');
-    expect(back.versions.map((v) => v.revision)).toEqual([1, 3, 2, 1]);
+    expect(back.versions.map((v) => v.revision)).toEqual([4, 3, 2, 1]);
+  });
+
+  it('a record whose file still exists is never taken for deleted: edited into invalid YAML, or its id now claimed twice', async () => {
+    const bad = publish([{ id: 'rec-bad', title: 'Breaks', body: 'fine' }]).records[0]!.path;
+    const dup = publish([{ id: 'rec-dup', title: 'Twice', body: 'once' }]).records[0]!.path;
+    cli(sb, ['scan', '--store', 'st']);
+    writeFileSync(join(vault, bad), '---\nid: rec-bad\ntitle: [unclosed\n---\n');
+    const copy = dup.replace('twice.md', 'twice-copy.md');
+    writeFileSync(join(vault, copy), readFileSync(join(vault, dup)));
+    expect(JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout).deleted).toEqual([]);
+    // Deleted, then a file claiming its id twice: the duplicate's answer, not the deleted record's.
+    rmSync(join(vault, dup));
+    cli(sb, ['scan', '--store', 'st']);
+    writeFileSync(join(vault, dup), readFileSync(join(vault, copy)));
+    cli(sb, ['scan', '--store', 'st']);
+    const s = reader();
+    for (const id of ['rec-bad', 'rec-dup']) {
+      expect(() => s.readRecord(OP, id), id).toThrow(new RegExp(`^no record ${id}$`)); // not "its file was deleted"
+      expect(await asyncErrorCode(() => s.recordHistory(OP, id))).toBe('E_NOT_FOUND');
+    }
   });
 
   it('is empty, not an error, before the repository exists; queued versions are counted', async () => {

@@ -26,7 +26,7 @@ import { dirname, join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
-import { atomicWrite, fsyncDir, mkdirDurable, vaultEntry } from '../fsutil.js';
+import { atomicWrite, fsyncDir, mkdirDurable, requireWritable } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE, SOURCE_FORMAT } from '../evidence/source.js';
 import { statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
@@ -78,7 +78,8 @@ export function completeUpload(store: Store, id: string): AttachmentRow {
       throw err;
     }
     const e = ioError(err, `attachment ${row.attachment_id} could not be completed (its received bytes are kept; retry the same request)`);
-    if (e.code === 'E_IO') noteFailure(db, row.attachment_id, e.message, now);
+    // Why it waits, for Activity: a disk error, or a vault path it must not write (fixed by the user, then resumed).
+    if (e.code === 'E_IO' || e.code === 'E_CONFLICT') noteFailure(db, row.attachment_id, e.message, now);
     throw e;
   }
 }
@@ -92,6 +93,8 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const pdir = partitionDir(partition);
   const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(row.filename));
   const target = join(store.paths.vault, path);
+  // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
+  for (const rel of [path, descriptorPath, `${dir}/.gitignore`]) requireWritable(store.paths.vault, rel, { hash: false });
   // Where the bytes are: the partial file, or (after a crash between rename and acknowledgement) the installed original.
   const installed = !existing && !existsSync(part) && existsSync(target);
   const from = installed ? target : part;
@@ -138,11 +141,6 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     media_type: media.mediaType, original_name: row.filename, attribution: row.attribution, retained_at: now, in_history: inHistory,
   }), 'utf8');
   const files: InstalledFiles = { descriptor, gitignore: planned.gitignorePath ? Buffer.from(EXCLUDED_GITIGNORE, 'utf8') : null, original: hashed.bytes };
-  // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
-  for (const rel of [path, descriptorPath, ...(planned.gitignorePath ? [planned.gitignorePath] : [])]) {
-    const there = vaultEntry(store.paths.vault, rel);
-    if (there.kind === 'other') throw new KnowledgeError('E_CONFLICT', `cannot install ${rel}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
-  }
   if (!installed) installOriginal(store, part, target);
   crashPoint('attach-after-install');
   atomicWrite(join(store.paths.vault, descriptorPath), descriptor, store.paths.staging);

@@ -167,8 +167,16 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length === 0) throw new UsageError('publish needs at least one RECORD.md');
         const actor = (values.actor as string | undefined) ?? 'operator';
         if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
+        const evidencePaths = (values.evidence as string[] | undefined) ?? [];
+        // The limits on the whole request before a byte of it is read (publish/validate.ts checks them again).
+        if (positionals.length > LIMITS.records) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.records} records per publication`);
+        if (evidencePaths.length > LIMITS.evidenceFiles) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.evidenceFiles} evidence files per publication`);
+        const evidenceTotal = evidencePaths.reduce((sum, p) => sum + regularFile(p).size, 0);
+        if (evidenceTotal > LIMITS.evidenceBytes) {
+          throw new KnowledgeError('E_TOO_LARGE', `evidence totals ${evidenceTotal} bytes; attach files over ${LIMITS.evidenceBytes} bytes with knowledge attach`);
+        }
         const records = positionals.map((p) => decodeUtf8(readInput(p, 'record'), p));
-        const evidence = ((values.evidence as string[] | undefined) ?? []).map((p) => ({
+        const evidence = evidencePaths.map((p) => ({
           name: basename(p),
           bytes: readRegularFile(p, LIMITS.evidenceBytes, 'evidence given to publish (attach larger files with knowledge attach)'),
           attribution: (values.attribution as string | undefined) ?? undefined,
@@ -422,6 +430,13 @@ export function parsePort(v: string | undefined): number | undefined {
  * FIFOs; and none larger than `maxBytes` (E_TOO_LARGE before a byte is read).
  */
 export function readRegularFile(p: string, maxBytes = Infinity, what = 'this file'): Buffer {
+  const { real, size } = regularFile(p);
+  if (size > maxBytes) throw new KnowledgeError('E_TOO_LARGE', `${p} is ${size} bytes; ${what} may be at most ${maxBytes} bytes`);
+  return readFileSync(real);
+}
+
+/** Where a path given on the command line leads, and its size: a regular file's only. */
+function regularFile(p: string): { real: string; size: number } {
   let real: string;
   try {
     real = realpathSync(p);
@@ -430,8 +445,7 @@ export function readRegularFile(p: string, maxBytes = Infinity, what = 'this fil
   }
   const st = statSync(real);
   if (!st.isFile()) throw new KnowledgeError('E_VALIDATION', `${p} is not a regular file`);
-  if (st.size > maxBytes) throw new KnowledgeError('E_TOO_LARGE', `${p} is ${st.size} bytes; ${what} may be at most ${maxBytes} bytes`);
-  return readFileSync(real);
+  return { real, size: st.size };
 }
 
 /** Records are UTF-8 [REC-1]: invalid bytes are refused, never replaced. */

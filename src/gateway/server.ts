@@ -113,7 +113,13 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
     onInternalError: opts.onInternalError,
   });
   // Started on any port: a second writer is now told which one it got [LAY-4].
-  if (port === 0) describeWriter(service.store.db, `knowledge serve on ${hostForUrl(host)}:${address.port}`);
+  if (port === 0) {
+    try {
+      describeWriter(service.store.db, `knowledge serve on ${hostForUrl(host)}:${address.port}`);
+    } catch {
+      // Only a better description of the lock holder: the Gateway serves without it.
+    }
+  }
   const origin = `http://${hostForUrl(host)}:${address.port}`;
   let closing: Promise<void> | null = null;
   return {

@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
-import { atomicWrite, vaultEntry } from '../fsutil.js';
+import { atomicWrite, requireWritable } from '../fsutil.js';
 import { sha256Hex } from '../records/record.js';
 import type { Store } from '../store/store.js';
 import type { PlannedPublication } from './validate.js';
@@ -16,9 +16,7 @@ export function install(store: Store, planned: PlannedPublication): void {
     const data = planned.bytes.get(f.path);
     if (!data) throw new KnowledgeError('E_INTERNAL', `journal has no bytes for ${f.path}`);
     const target = join(store.paths.vault, f.path);
-    const there = vaultEntry(store.paths.vault, f.path);
-    if (there.kind === 'other') throw new KnowledgeError('E_CONFLICT', `cannot install ${f.path}: ${there.what}`);
-    const current = there.kind === 'file' ? there.sha256 : null;
+    const current = requireWritable(store.paths.vault, f.path);
     if (current === sha256Hex(data)) continue; // installed before an interruption
     if (current !== f.priorSha256) {
       throw new KnowledgeError('E_CONFLICT', `${f.path} changed on disk while the publication was being installed`);

@@ -11,7 +11,7 @@ import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
 import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft } from '../records/record.js';
 import { recordPath, isSafeRelativePath } from '../records/filename.js';
-import { vaultEntry } from '../fsutil.js';
+import { requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
@@ -76,6 +76,15 @@ export function checkRequestShape(req: PublishRequest): { partition: PartitionId
   return { partition, requestId: (req.requestId ?? randomUUID()).toLowerCase() };
 }
 
+/** Whether anything is at `abs` (not following a link); a file where a folder should be is the writer's check to report. */
+function onDiskAt(abs: string): boolean {
+  try {
+    return lstatSync(abs, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
 export function planPublication(store: Store, req: PublishRequest, ids: { requestId: string; publicationId: string; hash: string; now: string }): PlannedPublication {
   const partition = parsePartition(req.partition);
   const pdir = partitionDir(partition);
@@ -88,8 +97,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     if (plannedLower.has(path.toLowerCase())) throw new KnowledgeError('E_VALIDATION', `two files of this publication map to ${path}`);
     plannedLower.add(path.toLowerCase());
     // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
-    const there = vaultEntry(store.paths.vault, path);
-    if (there.kind === 'other') throw new KnowledgeError('E_CONFLICT', `cannot write ${path}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
+    requireWritable(store.paths.vault, path, { hash: false });
     bytes.set(path, data);
     files.push({ path, priorSha256, inHistory });
   };
@@ -132,10 +140,11 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
 
   const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
   const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
+  const getTombstone = db.prepare('SELECT revision FROM record_tombstones WHERE id = ?').pluck();
   const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
   const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
   const taken = (rel: string) =>
-    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || lstatSync(join(store.paths.vault, rel), { throwIfNoEntry: false }) !== undefined;
+    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || onDiskAt(join(store.paths.vault, rel));
 
   const records: PlannedRecord[] = [];
   const idsInRequest = new Set<string>();
@@ -182,8 +191,13 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       if (expected !== existing.revision) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} is at revision ${existing.revision}, not ${String(expected)} [REC-4]`);
       }
-      const onDisk = vaultEntry(store.paths.vault, existing.path);
-      const current = onDisk.kind === 'file' ? onDisk.sha256 : null;
+      let current: string | null;
+      try {
+        current = requireWritable(store.paths.vault, existing.path);
+      } catch (err) {
+        if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`);
+        throw err;
+      }
       if (current !== existing.sha256) {
         throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} changed on disk since Knowledge last recorded it; run knowledge scan first`);
       }
@@ -204,6 +218,9 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       if (expected !== undefined) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} does not exist, so it has no revision ${expected} to revise; publish it without revision to create it [REC-4]`);
       }
+      // A record deleted under this id goes on from its last revision [REC-4, READ-2].
+      const last = getTombstone.get(id) as number | undefined;
+      if (last !== undefined) revision = last + 1;
       // validateDraft checked kind and title.
       path = recordPath({ partitionDir: pdir, kind: draft.data.kind as RecordKind, title: draft.data.title as string, id, taken });
     }

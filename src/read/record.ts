@@ -47,10 +47,10 @@ export function requireVisible(db: DB, readable: 'all' | PartitionId[], id: stri
 /**
  * A record whose file was deleted (a scan found it gone, and no file claims
  * its id): its last path, when its partition is readable [READ-2]. Only for
- * an id that is not a record now.
+ * an id no file claims now (not a record, not a parked duplicate).
  */
 export function findTombstone(db: DB, readable: 'all' | PartitionId[], id: string): { id: string; path: string } | undefined {
-  if (db.prepare('SELECT 1 FROM records WHERE id = ?').get(id) !== undefined) return undefined;
+  if (db.prepare('SELECT 1 FROM records WHERE id = ? UNION ALL SELECT 1 FROM scan_duplicate_rows WHERE id = ?').get(id, id) !== undefined) return undefined;
   const row = db.prepare('SELECT id, partition, path FROM record_tombstones WHERE id = ?').get(id) as { id: string; partition: string; path: string } | undefined;
   if (!row || (readable !== 'all' && !readable.includes(row.partition as PartitionId))) return undefined;
   return { id: row.id, path: row.path };

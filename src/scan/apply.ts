@@ -85,7 +85,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     // read indexes (FTS, links) are brought in line once, set-wise, at the end.
     const indexer = deferReadIndex(db, (touched) => {
       const indexer = new RecordIndexer(db, a.createdAt, touched);
-      for (const path of remove) indexer.release(path);
+      for (const path of remove) indexer.release(path, true);
       for (const path of write) indexer.release(path);
       // Pages in rowid order; `+scan_id` keeps SQLite on the rowid range instead of
       // re-reading and sorting every staged row for each page. (Rows of earlier scans

@@ -21,8 +21,9 @@ const RECORD_COLUMNS = 'id, partition, path, kind, title, revision, lifecycle, s
 
 export class RecordIndexer {
   private readonly affected = new Set<string>();
-  /** Released ids, with where their row was: those no file claims again at the end are remembered (tombstones). */
-  private readonly released = new Map<string, { path: string; partition: string }>();
+  private readonly released = new Set<string>();
+  /** Ids released because their file is gone, with where their row was: those no file claims at the end get a tombstone. */
+  private readonly gone = new Map<string, { path: string; partition: string; revision: number }>();
   /**
    * Distinct ids claimed (a second claim of one id parks it: `moved`), and
    * those of them that were released first: all idsChanged needs, without a
@@ -44,7 +45,7 @@ export class RecordIndexer {
    */
   constructor(private readonly db: DB, private readonly now: string, private readonly touched: (id: string) => void = () => {}) {
     this.s = {
-      recByPath: db.prepare('SELECT id, partition FROM records WHERE path = ?'),
+      recByPath: db.prepare('SELECT id, partition, revision FROM records WHERE path = ?'),
       delRecByPath: db.prepare('DELETE FROM records WHERE path = ?'),
       dupByPath: db.prepare('SELECT id FROM scan_duplicate_rows WHERE path = ?').pluck(),
       delDupRow: db.prepare('DELETE FROM scan_duplicate_rows WHERE path = ?'),
@@ -63,7 +64,7 @@ export class RecordIndexer {
       allDupIds: db.prepare('SELECT DISTINCT id FROM scan_duplicate_rows').pluck(),
       hasRec: db.prepare('SELECT 1 FROM records WHERE id = ?').pluck(),
       hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
-      tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, removed_at) VALUES (?, ?, ?, ?)'),
+      tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
     };
   }
 
@@ -77,15 +78,16 @@ export class RecordIndexer {
     }
   }
 
-  /** Forget what a path claimed (it was deleted, or its bytes changed). */
-  release(path: string): void {
-    const rec = this.s.recByPath.get(path) as { id: string; partition: string } | undefined;
+  /** Forget what a path claimed: its file is `gone` (deleted), or its bytes changed. */
+  release(path: string, gone = false): void {
+    const rec = this.s.recByPath.get(path) as { id: string; partition: string; revision: number } | undefined;
     if (rec !== undefined) {
       const id = rec.id;
       this.s.delRecByPath.run(path);
       this.note(id);
       this.affected.add(id);
-      this.released.set(id, { path, partition: rec.partition });
+      this.released.add(id);
+      if (gone) this.gone.set(id, { path, partition: rec.partition, revision: rec.revision });
       if (this.claimedCount > 0) this.releasedLate = true;
     }
     const dup = this.s.dupByPath.get(path) as string | undefined;
@@ -160,8 +162,8 @@ export class RecordIndexer {
       }
     }
     // [READ-2] A record whose file is gone, and whose id no other file claims: its history stays readable.
-    for (const [id, at] of this.released) {
-      if (this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) this.s.tombstone.run(id, at.partition, at.path, this.now);
+    for (const [id, at] of this.gone) {
+      if (this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) this.s.tombstone.run(id, at.partition, at.path, at.revision, this.now);
     }
   }
 
