@@ -7,3 +7,6 @@
 export function requestIdForms(id: string): [string, string, string] {
   return [id.toLowerCase(), id, id.toUpperCase()];
 }
+
+/** The condition matching every form of {@link requestIdForms}; bind `...requestIdForms(id)` to it. */
+export const REQUEST_ID_MATCH = 'request_id IN (?, ?, ?)';

@@ -35,7 +35,7 @@ import type { AttachFileOptions, AttachFileResult, AttachmentReceipt, Attachment
 import { runScan } from './scan/scan.js';
 import { scanActivity, scanReceipt } from './scan/receipt.js';
 import type { ScanProgress, ScanReceipt } from './scan/types.js';
-import { requestIdForms } from './request-id.js';
+import { REQUEST_ID_MATCH, requestIdForms } from './request-id.js';
 
 export interface ServiceOptions {
   /** Take the single-writer lock (every command that may write). */
@@ -135,7 +135,7 @@ export class KnowledgeService {
     this.requireWriter();
     const { requestId } = checkRequestShape(req);
     const hash = requestHash(req);
-    const existing = this.store.db.prepare('SELECT publication_id, request_hash, status, failure FROM publications WHERE request_id IN (?, ?, ?)').get(...requestIdForms(req.requestId ?? requestId)) as
+    const existing = this.store.db.prepare(`SELECT publication_id, request_hash, status, failure FROM publications WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(req.requestId ?? requestId)) as
       | { publication_id: string; request_hash: string; status: string; failure: string | null }
       | undefined;
     if (existing) {
@@ -150,7 +150,7 @@ export class KnowledgeService {
       return this.resume(existing.publication_id);
     }
     // One request id names one request: `knowledge receipt ID` must find exactly one.
-    if (this.store.db.prepare('SELECT 1 FROM attachments WHERE request_id IN (?, ?, ?)').get(...requestIdForms(requestId)) !== undefined) {
+    if (this.store.db.prepare(`SELECT 1 FROM attachments WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(requestId)) !== undefined) {
       throw new KnowledgeError('E_CONFLICT', `request id ${requestId} was already used for an attachment`);
     }
     const now = new Date().toISOString();
@@ -185,7 +185,7 @@ export class KnowledgeService {
   /** [GIT-16] retry one publication's checkpoint, committing every earlier waiting batch first. */
   async resume(publicationId: string): Promise<PublicationReceipt> {
     this.requireWriter();
-    const row = this.store.db.prepare('SELECT publication_id, status, batch_id FROM publications WHERE publication_id = ? OR request_id IN (?, ?, ?)').get(publicationId, ...requestIdForms(publicationId)) as
+    const row = this.store.db.prepare(`SELECT publication_id, status, batch_id FROM publications WHERE publication_id = ? OR ${REQUEST_ID_MATCH}`).get(publicationId, ...requestIdForms(publicationId)) as
       | { publication_id: string; status: string; batch_id: number | null }
       | undefined;
     if (!row) throw new KnowledgeError('E_NOT_FOUND', `no publication ${publicationId}`);
@@ -197,7 +197,7 @@ export class KnowledgeService {
 
   /** A publication's receipt by publication id or request id. */
   publicationReceipt(id: string): PublicationReceipt {
-    const row = this.store.db.prepare('SELECT status, receipt, batch_id, failure FROM publications WHERE publication_id = ? OR request_id IN (?, ?, ?)').get(id, ...requestIdForms(id)) as
+    const row = this.store.db.prepare(`SELECT status, receipt, batch_id, failure FROM publications WHERE publication_id = ? OR ${REQUEST_ID_MATCH}`).get(id, ...requestIdForms(id)) as
       | { status: string; receipt: string | null; batch_id: number | null; failure: string | null }
       | undefined;
     if (!row) throw new KnowledgeError('E_NOT_FOUND', `no publication or request ${id}`);
@@ -278,11 +278,11 @@ export class KnowledgeService {
   /** [GIT-16] Retry a publication's or attachment's checkpoint (by id or request id) as `caller`. */
   async resumeAs(caller: Caller, id: string): Promise<PublicationReceipt | AttachmentReceipt> {
     requireNotSandboxed(caller);
-    const pub = this.store.db.prepare('SELECT publication_id, partition FROM publications WHERE publication_id = ? OR request_id IN (?, ?, ?)').get(id, ...requestIdForms(id)) as
+    const pub = this.store.db.prepare(`SELECT publication_id, partition FROM publications WHERE publication_id = ? OR ${REQUEST_ID_MATCH}`).get(id, ...requestIdForms(id)) as
       | { publication_id: string; partition: string }
       | undefined;
     if (pub && canAccessPartition(caller, pub.partition)) return this.resume(pub.publication_id);
-    const att = this.store.db.prepare('SELECT attachment_id, partition FROM attachments WHERE attachment_id = ? OR request_id IN (?, ?, ?)').get(id, ...requestIdForms(id)) as
+    const att = this.store.db.prepare(`SELECT attachment_id, partition FROM attachments WHERE attachment_id = ? OR ${REQUEST_ID_MATCH}`).get(id, ...requestIdForms(id)) as
       | { attachment_id: string; partition: string }
       | undefined;
     if (!pub && att && canAccessPartition(caller, att.partition)) return this.attachComplete(att.attachment_id);

@@ -13,7 +13,7 @@ import { closePart, openPart, partPath, readPartAt, removeQuietly, syncPart, wri
 import { dropDigest, feedDigest } from './running-digest.js';
 import { ioError } from './io-error.js';
 import { ATTACH_LIMITS, type AttachActor, type AttachmentStatus, type CheckedStart, type UploadState } from './types.js';
-import { requestIdForms } from '../request-id.js';
+import { REQUEST_ID_MATCH, requestIdForms } from '../request-id.js';
 
 export interface AttachmentRow {
   attachment_id: string;
@@ -38,7 +38,7 @@ export interface AttachmentRow {
 
 /** An upload by attachment id or request id. */
 export function findAttachment(db: DB, id: string): AttachmentRow | undefined {
-  return db.prepare('SELECT * FROM attachments WHERE attachment_id = ? OR request_id IN (?, ?, ?)').get(id, ...requestIdForms(id)) as AttachmentRow | undefined;
+  return db.prepare(`SELECT * FROM attachments WHERE attachment_id = ? OR ${REQUEST_ID_MATCH}`).get(id, ...requestIdForms(id)) as AttachmentRow | undefined;
 }
 
 export function loadAttachment(db: DB, id: string): AttachmentRow {
@@ -66,7 +66,7 @@ export function statusOf(row: AttachmentRow): AttachmentStatus {
  */
 export function startUpload(db: DB, req: CheckedStart, now: string): AttachmentRow {
   return db.transaction(() => {
-    const existing = db.prepare('SELECT * FROM attachments WHERE request_id IN (?, ?, ?)').get(...requestIdForms(req.requestId)) as AttachmentRow | undefined;
+    const existing = db.prepare(`SELECT * FROM attachments WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(req.requestId)) as AttachmentRow | undefined;
     if (existing) {
       if (existing.request_hash !== req.hash) {
         throw new KnowledgeError('E_CONFLICT', `request id ${req.requestId} was already used for a different attachment`);
@@ -74,7 +74,7 @@ export function startUpload(db: DB, req: CheckedStart, now: string): AttachmentR
       return existing;
     }
     // One request id names one request: `knowledge receipt ID` must find exactly one.
-    if (db.prepare('SELECT 1 FROM publications WHERE request_id IN (?, ?, ?)').get(...requestIdForms(req.requestId)) !== undefined) {
+    if (db.prepare(`SELECT 1 FROM publications WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(req.requestId)) !== undefined) {
       throw new KnowledgeError('E_CONFLICT', `request id ${req.requestId} was already used for a publication`);
     }
     const id = newAttachmentId();

@@ -76,6 +76,16 @@ export function checkRequestShape(req: PublishRequest): { partition: PartitionId
   return { partition, requestId: (req.requestId ?? randomUUID()).toLowerCase() };
 }
 
+/** `fn`'s result; its KnowledgeError says which record it is about (`record #2: …`). */
+function labelled<T>(label: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`, err.details);
+    throw err;
+  }
+}
+
 /** Whether anything is at `abs` (not following a link); a file where a folder should be is the writer's check to report. */
 function onDiskAt(abs: string): boolean {
   try {
@@ -166,12 +176,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
 
   parsed.forEach((draft, i) => {
     const label = `record #${i + 1}`;
-    try {
-      validateDraft(draft);
-    } catch (err) {
-      if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`, err.details);
-      throw err;
-    }
+    labelled(label, () => validateDraft(draft));
     const id = assigned[i]!;
     const existing = getRecord.get(id) as IndexedRecord | undefined;
     let revision = 1;
@@ -191,13 +196,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       if (expected !== existing.revision) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} is at revision ${existing.revision}, not ${String(expected)} [REC-4]`);
       }
-      let current: string | null;
-      try {
-        current = requireWritable(store.paths.vault, existing.path);
-      } catch (err) {
-        if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`);
-        throw err;
-      }
+      const current = labelled(label, () => requireWritable(store.paths.vault, existing.path));
       if (current !== existing.sha256) {
         throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} changed on disk since Knowledge last recorded it; run knowledge scan first`);
       }
@@ -208,13 +207,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       priorSha = existing.sha256;
     } else {
       // [REC-4] An expected revision of a record that does not exist is a stale expectation.
-      let expected: number | undefined;
-      try {
-        expected = draftExpectedRevision(draft);
-      } catch (err) {
-        if (err instanceof KnowledgeError) throw new KnowledgeError(err.code, `${label}: ${err.message}`, err.details);
-        throw err;
-      }
+      const expected = labelled(label, () => draftExpectedRevision(draft));
       if (expected !== undefined) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} does not exist, so it has no revision ${expected} to revise; publish it without revision to create it [REC-4]`);
       }
