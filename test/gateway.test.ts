@@ -153,6 +153,8 @@ describe('[READ-1] records, lookup and search over HTTP', () => {
       expect(r.status, path).toBe(400);
       expect(r.body.error?.code, path).toBe('E_VALIDATION');
     }
+    // A date error names the query parameter the caller sent.
+    expect((await json(app.request('/api/search?q=x&before=soon'))).body.error?.message).toMatch(/^before must be/);
     const huge = await json(app.request(`/api/search?q=${'a'.repeat(5000)}`));
     expect(huge.status).toBe(413);
     expect(huge.body.error?.code).toBe('E_TOO_LARGE');

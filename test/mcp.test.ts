@@ -358,7 +358,9 @@ describe('knowledge_records, knowledge_lookup, knowledge_grep: paging and outcom
     expect((await s.ok('knowledge_grep', { query: 'green blue', mode: 'phrase' })).total).toBe(0);
     expect((await s.ok('knowledge_grep', { query: 'green', kind: 'claim' })).total).toBe(0);
     expect((await s.fail('knowledge_grep', { query: 'green', limit: 0 })).code).toBe('E_VALIDATION');
-    expect((await s.fail('knowledge_grep', { query: 'green', updated_after: 'yesterday' })).code).toBe('E_VALIDATION');
+    const badDate = await s.fail('knowledge_grep', { query: 'green', updated_after: 'yesterday' });
+    expect(badDate.code).toBe('E_VALIDATION');
+    expect(badDate.message).toMatch(/^updated_after must be/); // the tool's own argument, not the service's field
     expect((await s.fail('knowledge_grep', { query: 'w '.repeat(65) })).code).toBe('E_VALIDATION');
   });
 });

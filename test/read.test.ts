@@ -554,5 +554,10 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     expect(tooLong.code).toBe(1);
     expect(tooLong.stderr).toMatch(/^E_VALIDATION: /);
     expect(cli(sb, ['search', '--store', 'st']).code).toBe(2);
+    // A bad date names the flag the user typed.
+    const badDate = cli(sb, ['search', '--store', 'st', '--after', 'yesterday', 'needle']);
+    expect(badDate.code).toBe(1);
+    expect(badDate.stderr).toMatch(/^E_VALIDATION: --after must be a UTC timestamp/);
+    expect(json(['search', '--after', '2000-01-01', 'needle'])).toMatchObject({ total: 1 });
   });
 });

@@ -337,7 +337,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (command === 'search') {
           if (positionals.length === 0) throw new UsageError('search needs WORDS');
           if (values.partition !== undefined || values.type !== undefined) throw new UsageError('search has no --partition or --type');
-          const q = { ...common, query: positionals.join(' '), mode: values.mode, updatedAfter: values.after, updatedBefore: values.before };
+          const { instantOption } = await import('../read/query.js');
+          const q = {
+            ...common, query: positionals.join(' '), mode: values.mode,
+            updatedAfter: instantOption('--after', values.after), updatedBefore: instantOption('--before', values.before),
+          };
           const result = await withService(dir, false, 'knowledge search', env, (s) => s.search(OPERATOR, q as never));
           emit(Boolean(values.json), result, renderSearch(result, offset));
           return 0;

@@ -15,6 +15,7 @@ import { OPERATOR } from '../access.js';
 import type { KnowledgeService } from '../service.js';
 import { loadAssets, type Asset } from './assets.js';
 import { checkUrlLength, readParams, required, type Params } from './params.js';
+import { instantOption } from '../read/query.js';
 import { WRITE_HEADER, bearerMatches, hostAllowed, sameOriginWrite } from './auth.js';
 
 export interface GatewayOptions {
@@ -209,7 +210,7 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
   app.get('/api/search', (c) => {
     const p = readParams(c.req.url, ['q', 'mode', 'kind', 'tag', 'lifecycle', 'after', 'before', 'limit', 'offset']);
     const { q, after, before, ...rest } = p;
-    return c.json(svc.search(OPERATOR, { ...rest, query: required({ q }, 'q'), updatedAfter: after, updatedBefore: before } as never));
+    return c.json(svc.search(OPERATOR, { ...rest, query: required({ q }, 'q'), updatedAfter: instantOption('after', after), updatedBefore: instantOption('before', before) } as never));
   });
 
   // --- Activity & issues [SURF-2][GIT-14][GIT-16] --------------------------------

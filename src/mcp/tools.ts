@@ -10,6 +10,7 @@
 import { resolve } from 'node:path';
 import type { z } from 'zod';
 import { KnowledgeError } from '../errors.js';
+import { instantOption } from '../read/query.js';
 import type { KnowledgeService } from '../service.js';
 import { readPartition, writePartition, type AgentCaller } from './identity.js';
 import { decodeBase64, evidenceFromItems, recordTexts, rememberParts } from './records-input.js';
@@ -179,7 +180,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       return ctx.withService('read', (svc) =>
         svc.search(ctx.caller, {
           query: args.query, mode: args.mode, kind: args.kind, tag: args.tag, lifecycle: args.lifecycle,
-          updatedAfter: args.updated_after, updatedBefore: args.updated_before, limit: args.limit, offset: args.offset,
+          updatedAfter: instantOption('updated_after', args.updated_after), updatedBefore: instantOption('updated_before', args.updated_before), limit: args.limit, offset: args.offset,
         }));
     },
   }),

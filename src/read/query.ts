@@ -151,6 +151,15 @@ export function parseInstant(key: string, v: string): string {
   return ts;
 }
 
+/**
+ * A date option as a surface names it (`--after`, `updated_after`, `after`):
+ * checked here so its error names what the caller typed; the ISO timestamp
+ * it returns passes the service's own check unchanged.
+ */
+export function instantOption<T>(name: string, v: T): T {
+  return (typeof v === 'string' ? parseInstant(name, v) : v) as T;
+}
+
 export interface ParsedSearch {
   query: string;
   mode: SearchMode;
