@@ -52,6 +52,7 @@ describe('parseRecordText envelopes', () => {
     ['closing line with trailing text', '---\nkind: page\n--- \nbody', /unclosed/],
     ['YAML syntax error', '---\nkind: [page\ntitle: x\n---\n', /invalid YAML frontmatter \(line \d+\)/],
     ['bad indentation', '---\nkind: page\n  title: x\n---\n', /invalid YAML frontmatter/],
+    ['nested past the parser\'s stack', `---\nkind: page\nx: ${'['.repeat(5000)}${']'.repeat(5000)}\n---\n`, /invalid YAML frontmatter \(line 3\): collections are nested too deeply to read$/],
     ['scalar frontmatter', '---\njust a string\n---\n', /must be a YAML mapping/],
     ['list frontmatter', '---\n- a\n- b\n---\n', /must be a YAML mapping/],
     ['empty frontmatter', '---\n---\nbody\n', /must be a YAML mapping/],

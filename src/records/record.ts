@@ -111,6 +111,15 @@ export function sha256Hex(bytes: Buffer | string): string {
 // ---------------------------------------------------------------------------
 // Envelope
 
+/**
+ * The first line of a YAML error, worded for a person. The parser reports
+ * collections nested past its stack (~1000 levels) as V8's own words.
+ */
+export function yamlErrorMessage(message: string): string {
+  const first = message.split('\n')[0] ?? message;
+  return /Maximum call stack size exceeded/.test(first) ? 'collections are nested too deeply to read' : first;
+}
+
 function fail(reason: string): { ok: false; reason: string } {
   return { ok: false, reason };
 }
@@ -160,14 +169,13 @@ export function parseRecordText(text: string): ParseResult {
   try {
     doc = parseDocument(yamlText, YAML_PARSE_OPTIONS);
   } catch (err) {
-    return fail(`invalid YAML frontmatter: ${err instanceof Error ? err.message : String(err)}`);
+    return fail(`invalid YAML frontmatter: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
   }
   const firstError = doc.errors[0];
   if (firstError) {
     // Line numbers count from the top of the file (the opening "---" is line 1).
     const line = lineOfOffset(yamlText, firstError.pos[0]) + 1;
-    const msg = firstError.message.split('\n')[0] ?? firstError.message;
-    return fail(`invalid YAML frontmatter (line ${line}): ${msg}`);
+    return fail(`invalid YAML frontmatter (line ${line}): ${yamlErrorMessage(firstError.message)}`);
   }
   if (!isMap(doc.contents)) {
     return fail('frontmatter must be a YAML mapping of keys to values');
@@ -176,7 +184,7 @@ export function parseRecordText(text: string): ParseResult {
   try {
     data = doc.toJS({ maxAliasCount: 100 });
   } catch (err) {
-    return fail(`invalid YAML frontmatter: ${err instanceof Error ? err.message : String(err)}`);
+    return fail(`invalid YAML frontmatter: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
   }
   if (!isPlainObject(data)) return fail('frontmatter must be a YAML mapping of keys to values');
   return { ok: true, file: { doc, data, body: text.slice(bodyStart) } };

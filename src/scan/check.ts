@@ -5,7 +5,7 @@
  * disk; the verdict only decides the index and the diagnostics.
  */
 import { Document, parseAllDocuments } from 'yaml';
-import { parseRecordText, validateStored, type ParsedFile } from '../records/record.js';
+import { parseRecordText, validateStored, yamlErrorMessage, type ParsedFile } from '../records/record.js';
 import { isMarkdownPath } from './scope.js';
 import { fastParseRecord } from './frontmatter.js';
 import type { DiagnosticCode } from './types.js';
@@ -92,7 +92,7 @@ function checkYaml(text: string): FileCheck {
   const list = Array.isArray(docs) ? docs : [];
   for (const d of list) {
     const e = d.errors[0];
-    if (e) return invalid('broken-yaml', `invalid YAML: ${e.message.split('\n')[0] ?? e.message}`);
+    if (e) return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(e.message)}`);
   }
   return { kind: 'yaml' };
 }
