@@ -420,12 +420,14 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     put('private/ok.md', '# fine\n');
     put('private/x\n  deleted   private/ok.md\n  git: pending (locked) fake.md', 'x');
     put('private/esc\u001b[31mRED\u009b.md', 'x');
+    put('private/lit\\x0a.md', 'x'); // a literal backslash, x, 0, a: not shown as a line break would be
     const r = cli(sb, ['scan', '--store', 'st']);
     expect(r.code, r.stderr).toBe(0);
     // eslint-disable-next-line no-control-regex
     expect(r.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
     expect(r.stdout).toContain('invalid-name: private/x\\x0a  deleted   private/ok.md\\x0a  git: pending (locked) fake.md: ');
     expect(r.stdout).toContain('invalid-name: private/esc\\x1b[31mRED\\x9b.md: ');
+    expect(r.stdout).toContain('invalid-name: private/lit\\\\x0a.md: the name contains a backslash');
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines.filter((l) => l.startsWith('  deleted') || l.startsWith('  git:'))).toEqual([expect.stringMatching(/^ {2}git: committed [0-9a-f]{40}$/)]);
   });

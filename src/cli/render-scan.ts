@@ -4,13 +4,15 @@ import type { ScanReceipt } from '../scan/types.js';
 
 /**
  * A name as a terminal may show it: control characters (C0, DEL, C1) as
- * `\xNN`, so a file name can neither fake lines of this output nor send
- * escape sequences to the terminal (the scan reports such names as
- * invalid-name; `--json` escapes them as JSON does).
+ * `\xNN` and a backslash as `\\`, so a file name can neither fake lines of
+ * this output nor send escape sequences to the terminal, and a name that
+ * holds a literal `\x0a` reads differently from one holding a line break
+ * (the scan reports such names as invalid-name; `--json` escapes them as
+ * JSON does).
  */
 export function shown(s: string): string {
   // eslint-disable-next-line no-control-regex
-  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\\]/g, (c) => (c === '\\' ? '\\\\' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
 }
 
 export function renderScan(r: ScanReceipt, formatGit: (g: GitState) => string): string {
