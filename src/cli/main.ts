@@ -4,7 +4,7 @@
  * for a rejected request, 2 for a usage error (Appendix A).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { readFileSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
 import { KnowledgeError, isKnowledgeError } from '../errors.js';
 import { LIMITS } from '../publish/limits.js';
@@ -433,10 +433,28 @@ export function parsePort(v: string | undefined): number | undefined {
  * Only regular files are read from paths [ATT-3]: no directories, devices or
  * FIFOs; and none larger than `maxBytes` (E_TOO_LARGE before a byte is read).
  */
-export function readRegularFile(p: string, maxBytes = Infinity, what = 'this file'): Buffer {
+export function readRegularFile(p: string, maxBytes: number, what = 'this file'): Buffer {
   const { real, size } = regularFile(p);
-  if (size > maxBytes) throw new KnowledgeError('E_TOO_LARGE', `${p} is ${size} bytes; ${what} may be at most ${maxBytes} bytes`);
-  return readFileSync(real);
+  const tooLarge = (n: string) => new KnowledgeError('E_TOO_LARGE', `${p} is ${n} bytes; ${what} may be at most ${maxBytes} bytes`);
+  if (size > maxBytes) throw tooLarge(String(size));
+  // Read to the end, but never past one byte over the limit: a file that grew
+  // since its stat is read as it is now, or refused when it grew too large.
+  const fd = openSync(real, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let got = 0;
+    for (let want = Math.min(size, maxBytes) + 1; want > 0; want = Math.min(1 << 20, maxBytes + 1 - got)) {
+      const buf = Buffer.allocUnsafe(want);
+      const n = readSync(fd, buf, 0, want, null);
+      if (n === 0) break;
+      chunks.push(buf.subarray(0, n));
+      got += n;
+    }
+    if (got > maxBytes) throw tooLarge(`more than ${maxBytes}`);
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, got);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Where a path given on the command line leads, and its size: a regular file's only. */
