@@ -7,11 +7,11 @@
 import { readdirSync, lstatSync } from 'node:fs';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
-function walk(dir, recursive) {
+function walk(dir) {
   let files = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = `${dir}/${e.name}`;
-    if (e.isDirectory()) files += recursive ? walk(p, true) : 0;
+    if (e.isDirectory()) files += walk(p);
     else if (e.isFile()) {
       lstatSync(p);
       files++;
@@ -25,22 +25,26 @@ if (isMainThread) {
   const n = Number(process.argv.find((a) => a.startsWith('--workers='))?.slice(10) ?? 0);
   if (!root) throw new Error('usage: node bench/list-floor.mjs ROOT [--workers=N]');
   if (n === 0) {
-    console.log(walk(root, true));
+    console.log(walk(root));
   } else {
-    // Folders found breadth-first until each worker has several (each is listed by one worker, without its
-    // opened subfolders, which are folders of their own).
+    // Folders found breadth-first until each worker has several; the folders opened on the way are listed
+    // (and their files lstat'ed) here, once, and the workers walk the rest.
+    let files = 0;
     let frontier = [root];
-    const tasks = [];
-    while (frontier.length > 0 && frontier.length + tasks.length < n * 8) {
+    while (frontier.length > 0 && frontier.length < n * 8) {
       const next = [];
       for (const d of frontier) {
-        tasks.push({ dir: d, recursive: false });
-        for (const e of readdirSync(d, { withFileTypes: true })) if (e.isDirectory()) next.push(`${d}/${e.name}`);
+        for (const e of readdirSync(d, { withFileTypes: true })) {
+          if (e.isDirectory()) next.push(`${d}/${e.name}`);
+          else if (e.isFile()) {
+            lstatSync(`${d}/${e.name}`);
+            files++;
+          }
+        }
       }
       frontier = next;
     }
-    for (const d of frontier) tasks.push({ dir: d, recursive: true });
-    let files = 0;
+    const tasks = frontier;
     let done = 0;
     for (let w = 0; w < n; w++) {
       new Worker(new URL(import.meta.url), { workerData: tasks.filter((_, i) => i % n === w) }).on('message', (count) => {
@@ -50,5 +54,5 @@ if (isMainThread) {
     }
   }
 } else {
-  parentPort.postMessage(workerData.reduce((sum, t) => sum + walk(t.dir, t.recursive), 0));
+  parentPort.postMessage(workerData.reduce((sum, dir) => sum + walk(dir), 0));
 }
