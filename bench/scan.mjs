@@ -7,7 +7,8 @@
 //   - for reference, not a goal: the same git baseline with core.fsync=committed
 //     (as durable as Knowledge: git does not fsync loose objects by default)
 //   - for reference, not a goal: the floor under any Node CLI for the rescan,
-//     a fresh process that only lists and lstats the files (bench/list-floor.mjs)
+//     a fresh process that only lists and lstats the files (bench/list-floor.mjs);
+//     and Node's start alone beside git's own stat phase (`git diff-files`)
 //
 // The vault is N record files written by hand (fs.writeFileSync, as an
 // editor or a script would), 1000 per folder, each a complete
@@ -193,9 +194,16 @@ function listFloor(workers) {
   if (Number(r.stdout.toString()) !== N) throw new Error(`list-floor counted ${r.stdout} files, not ${N}`);
   return r.ms;
 }
+// Two more references: what starting Node alone costs (same flags, nothing run), and git's own stat
+// phase alone (`git diff-files`: lstat every index entry against its stat data, no untracked walk, no
+// HEAD comparison). Any Node CLI pays the first, and a stat of every file costs at least about the second.
+const nodeStart = [];
+const diffFiles = [];
 let hashed = 0;
 for (let i = 0; i < RUNS; i++) {
   gitStatus.push(timed('git', ['status', '--porcelain'], { cwd: vault }).ms);
+  nodeStart.push(timed(process.execPath, [...launcherFlags, '-e', '']).ms);
+  diffFiles.push(timed('git', ['diff-files', '--quiet'], { cwd: vault }).ms); // exits 1 (throws) on any change
   const r = knowledgeScan();
   if (r.receipt.git !== null || r.receipt.unchanged !== N) throw new Error(`rescan found changes: ${JSON.stringify({ ...r.receipt, added: r.receipt.added.length })}`);
   hashed = Math.max(hashed, r.receipt.hashed);
@@ -205,6 +213,7 @@ for (let i = 0; i < RUNS; i++) {
 for (const [workers, runs] of floors) {
   console.log(`floor: a bare Node process listing the same files (readdir + lstat, nothing else; ${workers ? `${workers} worker threads` : 'one thread'}) median ${s(median(runs))} (${(median(runs) / median(gitStatus)).toFixed(2)}x git status); runs ${runs.map((x) => s(x)).join(', ')}`);
 }
+console.log(`reference: starting Node alone (node -e '', the CLI's flags) median ${s(median(nodeStart))} (${(median(nodeStart) / median(gitStatus)).toFixed(2)}x git status); git's stat phase alone (git diff-files --quiet) median ${s(median(diffFiles))} (${(median(diffFiles) / median(gitStatus)).toFixed(2)}x); together ${((median(nodeStart) + median(diffFiles)) / median(gitStatus)).toFixed(2)}x`);
 console.log(`rescan of an unchanged vault: knowledge scan median ${s(median(kScan))} (files read: ${hashed}) vs git status median ${s(median(gitStatus))}: ${(median(kScan) / median(gitStatus)).toFixed(2)}x (goal <= 1.0x) [${RUNS} runs each, alternating]; runs ${kScan.map((x) => s(x)).join(', ')} vs ${gitStatus.map((x) => s(x)).join(', ')} (the first compares every file with its record and keeps folder digests, later ones match folders by digest)`);
 
 // In process, as the Gateway runs it on a request: the service is already open, no process start.
