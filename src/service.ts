@@ -286,7 +286,9 @@ export class KnowledgeService {
       | { attachment_id: string; partition: string }
       | undefined;
     if (!pub && att && canAccessPartition(caller, att.partition)) return this.attachComplete(att.attachment_id);
-    throw new KnowledgeError('E_NOT_FOUND', `no publication or attachment ${id}`);
+    // A scan is not resumed: the next scan commits every waiting checkpoint first, then its own [GIT-16].
+    const scan = /^scan-/.test(id) ? '; scan ids are not resumed: run a scan, which commits every waiting checkpoint first' : '';
+    throw new KnowledgeError('E_NOT_FOUND', `no publication or attachment ${id}${scan}`);
   }
 
   // ---------------------------------------------------------------------------

@@ -168,6 +168,9 @@ describe('issue 7 "done when": remember, look up, search, break the repository, 
     const resumed = await s.ok('knowledge_resume', { id: revised.publicationId });
     expect(resumed).toMatchObject({ publicationId: revised.publicationId, git: { state: 'committed' } });
     expect(resumed.git.commit).toMatch(/^[0-9a-f]{40}$/);
+    // A scan's id is not something to resume: the answer says what retries it.
+    const scanId = await s.fail('knowledge_resume', { id: 'scan-mx0-0123456789' });
+    expect(scanId).toMatchObject({ code: 'E_NOT_FOUND', message: expect.stringMatching(/scan ids are not resumed: run a scan/) });
 
     // Read the committed history: both versions, labelled agent, and the diff between them [READ-2][GIT-11].
     const history = await s.ok('knowledge_history', { id });
