@@ -100,6 +100,13 @@ beforeAll(async () => {
     '**bold <b>not a tag</b>**',
     '',
   ].join('\n'));
+  // A record in two versions whose file is then deleted by hand and scanned: only its history remains [READ-2].
+  publish('gone1.md', '---\nkind: page\nid: rec-gone\ntitle: Soon gone\n---\nFirst words.\n');
+  const gone = publish('gone2.md', '---\nkind: page\nid: rec-gone\nrevision: 1\ntitle: Soon gone\n---\nLast words.\n') as unknown as { records: Array<{ path: string }> };
+  rmSync(join(vault, gone.records[0]!.path));
+  const scanned = cli(sb, ['scan', '--store', 'st', '--json']);
+  expect(scanned.code, scanned.stderr).toBe(0);
+  expect(JSON.parse(scanned.stdout)).toMatchObject({ deleted: [gone.records[0]!.path], git: { state: 'committed' } });
   // The repository breaks; the next publication is accepted but its checkpoint waits [GIT-15][GIT-18].
   writeFileSync(join(vault, '.git', 'index.lock'), '');
   const late = publish('late.md', '---\nkind: page\nid: rec-late\ntitle: Written while Git was locked\n---\nStill safe.\n');
@@ -162,6 +169,19 @@ describe('the Knowledge page in chromium', () => {
     await page.locator('pre.diff').waitFor();
     expect(await page.locator('pre.diff .add').allTextContents()).toContain('+Version three, about **lanterns**.');
     expect(await page.locator('pre.diff .del').allTextContents()).toContain('-Version two.');
+  });
+
+  it('[READ-2] a deleted record\'s address shows its history, and a diff between its versions', async () => {
+    await page.goto(`${origin}/#/record/rec-gone`);
+    await page.getByRole('heading', { level: 1, name: 'rec-gone (deleted)' }).waitFor();
+    const rows = page.locator('table.history tbody tr');
+    await expect.poll(() => rows.count()).toBe(2); // its two committed versions
+    expect(await rows.locator('.badge.actor').allTextContents()).toEqual(['operator', 'operator']);
+    await page.getByRole('link', { name: /^changes in / }).click();
+    await page.getByRole('heading', { level: 1, name: 'Changes' }).waitFor();
+    await page.locator('pre.diff').waitFor();
+    expect(await page.locator('pre.diff .del').allTextContents()).toContain('-First words.');
+    expect(await page.locator('pre.diff .add').allTextContents()).toContain('+Last words.');
   });
 
   it('[READ-1] searches from the header and shows evidence with file details', async () => {

@@ -128,7 +128,21 @@ export function viewRecord(id, focus, retry) {
           section('Frontmatter', metaList,
             h('details', { class: 'raw' }, h('summary', {}, 'Raw file'), r.text === null ? h('p', { class: 'muted' }, 'The file is missing.') : h('pre', {}, r.text))))));
     focus?.(view);
-  }).catch((err) => view.replaceChildren(errorBox(err, retry)));
+  }).catch(async (err) => {
+    // A record whose file was deleted: its committed versions are still in the history [READ-2].
+    const gone = err.code === 'E_NOT_FOUND' ? await api(`/api/records/${enc(id)}/history`).catch(() => null) : null;
+    if (gone && gone.versions.length > 0) {
+      document.title = `${id} (deleted) — Knowledge`;
+      view.replaceChildren(
+        h('p', { class: 'crumbs' }, h('code', {}, gone.path)),
+        h('h1', { tabindex: '-1' }, id, ' ', h('span', { class: 'muted' }, '(deleted)')),
+        h('p', { class: 'note warn', role: 'note' }, 'This record\'s file was deleted from the vault. Every committed version stays in the Git history below; compare them, or restore one with git.'),
+        section('History', historyPanel(id, id)));
+      focus?.(view);
+      return;
+    }
+    view.replaceChildren(errorBox(err, retry));
+  });
   return view;
 }
 
@@ -147,7 +161,9 @@ export function viewDiff(id, params) {
   const to = params.get('to') ?? '';
   const box = h('div');
   const view = h('div', {}, h('p', { class: 'crumbs' }, h('a', { href: recordHref(id) }, '← Back to the record')), h('h1', { tabindex: '-1' }, 'Changes'), box);
-  into(box, 'Computing the diff…', () => Promise.all([api(`/api/records/${enc(id)}`), api(`/api/records/${enc(id)}/history`), api(`/api/records/${enc(id)}/diff${query({ from, to })}`)]), ([v, hist, diff]) => {
+  // A deleted record has no current view, only its history and diffs: its id stands for its title.
+  const current = api(`/api/records/${enc(id)}`).catch((err) => (err.code === 'E_NOT_FOUND' ? { record: { title: id } } : Promise.reject(err)));
+  into(box, 'Computing the diff…', () => Promise.all([current, api(`/api/records/${enc(id)}/history`), api(`/api/records/${enc(id)}/diff${query({ from, to })}`)]), ([v, hist, diff]) => {
     document.title = `Changes to ${v.record.title} — Knowledge`;
     const vf = hist.versions.find((x) => x.commit === diff.from);
     const vt = hist.versions.find((x) => x.commit === diff.to);
