@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 
@@ -85,4 +86,37 @@ describe('[GIT-6][GIT-10] killed during the store\'s very first checkpoint', () 
       }
     });
   }
+});
+
+describe('[GIT-10] the index.lock a killed checkpoint left is taken over, never removed before the index follows', () => {
+  for (const point of ['after-update-ref', 'before-record-commit', 'after-record-commit'] as const) {
+    it(`killed ${point}: a user's git commit retried meanwhile keeps the published file`, async () => {
+      const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: point } });
+      expect(killed.code).toBeNull();
+      expect(readFileSync(join(vault, '.git', 'index.lock'), 'utf8')).toMatch(/^knowledge-index-lock /); // ours, its process gone
+      // The user retries one commit until git accepts it, as git's "index.lock exists" message says to. Its
+      // tree is the index: read before Knowledge updated it, it would delete the published file from the tip.
+      const user = spawn('sh', ['-c', 'i=0; while [ $i -lt 5000 ]; do git commit -q --allow-empty -m "user commit" 2>/dev/null && exit 0; i=$((i+1)); done; exit 1'], { cwd: vault, env: sb.env, stdio: 'ignore' });
+      const userDone = new Promise<number | null>((r) => user.on('exit', r));
+      await new Promise((r) => setTimeout(r, 50));
+      const scan = cli(sb, ['scan', '--store', 'st', '--json']);
+      expect(scan.code, scan.stderr).toBe(0);
+      expect(await userDone).toBe(0);
+      const path = JSON.parse(cli(sb, ['receipt', '--store', 'st', RID, '--json']).stdout).records[0].path as string;
+      expect(userGit(sb, vault, ['log', '-1', '--format=%s', 'main']).trim()).toBe('user commit');
+      expect(userGit(sb, vault, ['ls-tree', '--name-only', 'main', '--', path]).trim()).toBe(path);
+      expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+    });
+  }
+
+  it('git\'s lock on Knowledge\'s temporary index, left by a killed update, blocks no later checkpoint', () => {
+    writeFileSync(join(vault, '.git', 'knowledge-index.tmp.lock'), ''); // what killing `git update-index` leaves
+    const r = cli(sb, ['publish', '--store', 'st', 'p.md', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const receipt = JSON.parse(r.stdout);
+    expect(receipt.git.state).toBe('committed');
+    // The index followed the branch: no staged deletion of the file just published, and the leftover is gone.
+    expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+    expect(existsSync(join(vault, '.git', 'knowledge-index.tmp.lock'))).toBe(false);
+  });
 });

@@ -8,7 +8,9 @@ import type { DB } from '../store/db.js';
 import type { Store } from '../store/store.js';
 import type { GitRunner } from '../git/runner.js';
 import { join } from 'node:path';
-import { commitChain, runIndexJob, type ChainOutcome, type IndexJob, type IndexSyncOutcome } from '../git/checkpoint.js';
+import { lstat } from 'node:fs/promises';
+import { vaultEnv } from '../git/inspect.js';
+import { commitChain, runIndexJobLocked, type ChainOutcome, type IndexJob, type IndexSyncOutcome } from '../git/checkpoint.js';
 import { clearOwnStaleLock } from '../git/index-lock.js';
 import type { Step } from '../git/index-sync.js';
 import { maintainRepository } from '../git/maintenance.js';
@@ -401,10 +403,13 @@ async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> 
   const db = store.db;
   const rows = db.prepare("SELECT batch_id, commit_id, parent_commit FROM batches WHERE state = 'committed' AND index_synced = 0 ORDER BY batch_id")
     .all() as Array<{ batch_id: number; commit_id: string; parent_commit: string | null }>;
-  if (rows.length === 0) return true;
-  // Knowledge's own index.lock left by a process killed before it finished
-  // this update (index-lock.ts); anyone else's lock is left alone.
-  await clearOwnStaleLock(join(store.paths.vault, '.git'));
+  if (rows.length === 0) {
+    // Every index update recorded as done and no checkpoint under way (a killed one may have
+    // moved the branch before recording it; its retry takes the lock over): a stale
+    // index.lock of ours is only a leftover.
+    if (db.prepare("SELECT 1 FROM batches WHERE state = 'queued' LIMIT 1").get() === undefined) await clearOwnStaleLock(join(store.paths.vault, '.git'));
+    return true;
+  }
   const first = rows[0]!;
   const last = rows[rows.length - 1]!;
   const fileStmt = db.prepare('SELECT path, deleted, blob_oid, mode FROM batch_files WHERE batch_id = ?');
@@ -435,9 +440,25 @@ async function resyncIndexes(store: Store, runner: GitRunner): Promise<boolean> 
     reusedSteps: steps,
     newSteps: [],
   };
-  const out = await runIndexJob(runner, store.paths.vault, job);
+  // The branch is ahead of the index: update it under index.lock, taking over one a killed
+  // Knowledge process left (never removing it first: index-lock.ts) [GIT-10].
+  const gitDir = await findGitDir(runner, store.paths.vault);
+  const out = gitDir
+    ? await runIndexJobLocked(runner, store.paths.vault, gitDir, job)
+    : ({ ok: false, code: 'git-error', reason: 'cannot find the repository\'s git directory' } as const);
   markIndex(db, [first.batch_id, last.batch_id], out);
   return out.ok;
+}
+
+/** The vault repository's git directory (`.git`, or where a `.git` file points), or null. */
+async function findGitDir(runner: GitRunner, vault: string): Promise<string | null> {
+  const dotGit = join(vault, '.git');
+  const st = await lstat(dotGit).catch(() => null);
+  if (st?.isDirectory()) return dotGit;
+  if (!st) return null;
+  const r = await runner.run(['rev-parse', '--absolute-git-dir'], { cwd: vault, env: vaultEnv(vault) }).catch(() => null);
+  const dir = r && r.code === 0 ? r.stdout.toString('utf8').trim() : '';
+  return dir || null;
 }
 
 /** A queued file whose bytes are gone (never expected; `knowledge verify` reports it as bytes-missing). */

@@ -24,7 +24,7 @@ import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSync
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, BlobIds, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
-import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
+import { holdIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
 import { acquireImporter, type Importer } from './import-session.js';
 
@@ -163,7 +163,9 @@ export async function commitChain(
   }
   if (repo.kind === 'absent') return pend('git-error', 'the repository Knowledge just created is not visible');
   if (repo.kind === 'pending') return unavailableIfGone(runner, repo);
-  await clearOwnStaleLock(repo.gitDir);
+  // (A stale index.lock of ours is not removed here: the index it covers may be
+  // behind the branch. holdIndexLock takes it over, and the index job below
+  // or finishIndex updates the index before releasing it.)
   if (repo.head === null) {
     // A crash between `git init` and writing info/exclude leaves our own
     // empty-template repository without it; finish that step now.
@@ -237,14 +239,16 @@ export async function commitChain(
       if (!(t instanceof Map)) return pend((t as { code: PendingCode }).code, (t as { reason: string }).reason);
       known.set(tip, t);
     }
-    // Nothing moves now: the index job runs the ordinary way (update-index takes the lock itself).
+    // Nothing moves now, but the branch moved in the attempt that was cut short: the
+    // index job holds index.lock (taking over that attempt's) until the index follows.
     const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps: [], known };
+    const gitDir = repo.gitDir;
     return {
       state: 'committed',
       commits: reused,
       objectFormat: fmt,
       steps: reusedSteps,
-      finishIndex: async (run = true) => (run ? runIndexJob(runner, vault, job) : skippedIndex()),
+      finishIndex: async (run = true) => (run ? runIndexJobLocked(runner, vault, gitDir, job) : skippedIndex()),
     };
   }
 
@@ -348,6 +352,35 @@ export async function commitChain(
     steps: [...reusedSteps, ...newSteps],
     finishIndex,
   };
+}
+
+/**
+ * Run an index job [GIT-10] while holding `index.lock` — taking over one a
+ * killed Knowledge process left — so that a git command of the user's reads
+ * either the index behind our lock or the updated one, never an index behind
+ * a branch that already moved. A lock of anyone else's is reported (locked).
+ */
+export async function runIndexJobLocked(runner: GitRunner, vault: string, gitDir: string, job: IndexJob): Promise<IndexSyncOutcome> {
+  if (job.paths.length === 0) return runIndexJob(runner, vault, job);
+  const held = await holdIndexLock(gitDir);
+  if (!held.ok) return { ok: false, code: 'locked', reason: held.reason };
+  try {
+    const copied = await held.lock.copy();
+    if (!copied.ok) {
+      await held.lock.release();
+      return { ok: false, code: 'git-error', reason: copied.reason };
+    }
+    const out = await runIndexJob(runner, vault, { ...job, indexFile: held.lock.temp });
+    if (!out.ok) {
+      await held.lock.release();
+      return out;
+    }
+    await held.lock.install();
+    return out;
+  } catch (err) {
+    await held.lock.release();
+    return { ok: false, code: 'git-error', reason: `updating the index: ${(err as Error).message}` };
+  }
 }
 
 function skippedIndex(): IndexSyncOutcome {

@@ -12,8 +12,12 @@
  *
  * The lock file carries a marker naming the Knowledge process that holds it.
  * A lock left by a Knowledge process that was killed (its pid is gone) is
- * Knowledge's own crash leftover and is cleared on the next attempt; a lock
- * without that marker is never touched [GIT-19].
+ * Knowledge's own crash leftover: the next attempt takes it over (one rename,
+ * so the lock never disappears while the index may still be behind the
+ * branch) and releases it once the index is updated; a lock without that
+ * marker is never touched [GIT-19]. (Between our check that it is stale and
+ * the rename, a user could delete it by hand and a git command take it anew:
+ * a window of one system call that no file operation can close.)
  */
 import { copyFile, link, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -52,12 +56,17 @@ export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
   return !processAlive(pid, m[2] === '-' ? null : m[2]!);
 }
 
-/** Remove Knowledge's own index lock left by a killed Knowledge process (never anyone else's). */
+/**
+ * Remove Knowledge's own index lock left by a killed Knowledge process (never
+ * anyone else's). Only where the index is known to be up to date: a lock that
+ * may cover an index still to be updated is taken over instead (holdIndexLock).
+ */
 export async function clearOwnStaleLock(gitDir: string): Promise<void> {
   const lockPath = join(gitDir, 'index.lock');
   if (await isOwnStaleLock(lockPath)) {
     await unlink(join(gitDir, 'knowledge-index-lock.marker')).catch(() => undefined);
     await unlink(join(gitDir, 'knowledge-index.tmp')).catch(() => undefined);
+    await unlink(join(gitDir, 'knowledge-index.tmp.lock')).catch(() => undefined);
     await unlink(lockPath).catch(() => undefined);
   }
 }
@@ -90,6 +99,19 @@ async function createWithMarker(gitDir: string, lockPath: string): Promise<void>
   }
 }
 
+/** Replace a stale lock of ours with one naming this process, atomically (rename over it). */
+async function takeOver(gitDir: string, lockPath: string): Promise<void> {
+  const staged = join(gitDir, 'knowledge-index-lock.marker');
+  await writeFile(staged, markerText(), { mode: 0o644 });
+  try {
+    // Still stale (the marker's process is gone) and so nobody else's: only another
+    // Knowledge process would take it over, and the store's writer lock keeps those out.
+    await rename(staged, lockPath);
+  } finally {
+    await unlink(staged).catch(() => undefined);
+  }
+}
+
 export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
   const lockPath = join(gitDir, 'index.lock');
   const indexPath = join(gitDir, 'index');
@@ -101,9 +123,16 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EEXIST' && attempt === 0 && (await isOwnStaleLock(lockPath))) {
-        await unlink(temp).catch(() => undefined);
-        await unlink(lockPath).catch(() => undefined);
-        continue;
+        // Left by a killed Knowledge process, maybe after it moved the branch and
+        // before the index followed: taken over in one rename, never removed
+        // first, so no git command of the user's can take the lock in between
+        // and read that old index against the new tip.
+        try {
+          await takeOver(gitDir, lockPath);
+          break;
+        } catch (e) {
+          return { ok: false, reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
+        }
       }
       if (code === 'EEXIST') {
         return { ok: false, reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
@@ -111,6 +140,10 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       return { ok: false, reason: `cannot create ${lockPath}: ${(err as Error).message}` };
     }
   }
+  // Ours while we hold index.lock: a temp index, and git's lock on it, left by a killed run
+  // (update-index would otherwise refuse that lock forever).
+  await unlink(temp).catch(() => undefined);
+  await unlink(`${temp}.lock`).catch(() => undefined);
   const mine = markerText();
   const release = async () => {
     await unlink(temp).catch(() => undefined);
