@@ -12,6 +12,11 @@ describe('checkFile on YAML files [SCAN-2]', () => {
       kind: 'invalid',
       finding: { code: 'broken-yaml', reason: 'invalid YAML: collections are nested too deeply to read' },
     });
+    // Block mappings nested as deep: the parser throws instead of reporting; still a diagnostic, never a failed scan.
+    expect(yaml(Array.from({ length: 2000 }, (_, i) => `${' '.repeat(i)}k:\n`).join('') + 'x: 1\n')).toEqual({
+      kind: 'invalid',
+      finding: { code: 'broken-yaml', reason: 'invalid YAML: collections are nested too deeply to read' },
+    });
     expect(checkFile('private/notes/a.yaml', 'private', Buffer.from([0x61, 0x3a, 0xff]), '0'.repeat(64))).toMatchObject({ kind: 'invalid', finding: { code: 'broken-yaml' } });
   });
 });

@@ -82,13 +82,19 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
 }
 
 function checkYaml(text: string): FileCheck {
-  const docs = parseAllDocuments(text.startsWith('\uFEFF') ? text.slice(1) : text, {
-    version: '1.2',
-    schema: 'core',
-    uniqueKeys: true,
-    strict: true,
-    prettyErrors: false,
-  });
+  let docs: ReturnType<typeof parseAllDocuments>;
+  try {
+    docs = parseAllDocuments(text.startsWith('\uFEFF') ? text.slice(1) : text, {
+      version: '1.2',
+      schema: 'core',
+      uniqueKeys: true,
+      strict: true,
+      prettyErrors: false,
+    });
+  } catch (err) {
+    // Block collections nested past the parser's stack throw rather than report [SCAN-2].
+    return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
+  }
   const list = Array.isArray(docs) ? docs : [];
   for (const d of list) {
     const e = d.errors[0];
