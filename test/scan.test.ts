@@ -915,6 +915,25 @@ describe('[SCAN-1] authority: an operator may scan all; an agent only its own pa
     expect(all.baselined).toEqual(['conversation:s2']);
   });
 
+  it('an agent\'s duplicate-id diagnostic names no file of a conversation it cannot read', async () => {
+    put('private/dupe.md', record('x', 'X'));
+    put('conversations/s1/dupe.md', record('x', 'X', '', 'x\n', 'conversation:s1'));
+    put('conversations/s2/dupe.md', record('x', 'X', '', 'x\n', 'conversation:s2'));
+    put('conversations/s2/secret-name.md', record('y', 'Y', '', 'x\n', 'conversation:s2'));
+    put('conversations/s1/other.md', record('y', 'Y', '', 'x\n', 'conversation:s1'));
+    const s = open();
+    // The operator reads everything, and is told every claimant.
+    const all = await s.scan({ caller: { kind: 'operator' } });
+    expect(all.diagnostics.find((d) => d.path === 'private/dupe.md')!.reason).toMatch(/also claimed by conversations\/s1\/dupe\.md, conversations\/s2\/dupe\.md;/);
+    const mine = await s.scan({ caller: agent, partition: 'conversation:s1' });
+    const reasons = mine.diagnostics.map((d) => `${d.path}: ${d.reason}`);
+    expect(reasons).toEqual([
+      'conversations/s1/dupe.md: record id x is also claimed by private/dupe.md, a file you cannot read; lookup returns no record for it',
+      'conversations/s1/other.md: record id y is also claimed by a file you cannot read; lookup returns no record for it',
+    ]);
+    expect(JSON.stringify(mine)).not.toContain('conversations/s2');
+  });
+
   it('the CLI (the operator) reports a missing partition, a bad id and a read-only store with stable codes', () => {
     put('conversations/not a session/x.md', 'x\n');
     const missing = cli(sb, ['scan', '--store', 'st', '--partition', 'conversation:nope']);

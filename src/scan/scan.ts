@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import type { PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
-import type { Caller } from '../access.js';
+import { readablePartitions, type Caller } from '../access.js';
 import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/outbox.js';
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
@@ -154,7 +154,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
       plan,
       read: seen.read,
       receipt,
-      diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags),
+      diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags, opts.caller),
       ...(preload ? { preload: preload.add } : {}),
     });
   } catch (err) {
@@ -202,18 +202,27 @@ async function startPreload(store: Store, runner: GitRunner): Promise<BlobPreloa
 }
 
 /** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
-export function diagnosticsFor(store: Store, partitions: readonly string[], walk: readonly ScanDiagnostic[]): ScanDiagnostic[] {
+export function diagnosticsFor(store: Store, partitions: readonly string[], walk: readonly ScanDiagnostic[], caller: Caller): ScanDiagnostic[] {
   const db = store.db;
   const out: ScanDiagnostic[] = [...walk];
   const stored = db.prepare('SELECT path, code, reason FROM scan_diagnostics WHERE partition = ?');
+  // The other claimants of a duplicate id are named only where the caller may read them (an agent never
+  // learns another conversation's paths) [SURF-3].
+  const readable = readablePartitions(caller);
   const dups = db.prepare(
-    `SELECT d.path AS path, d.id AS id, (SELECT group_concat(o.path, ', ') FROM scan_duplicate_rows o WHERE o.id = d.id AND o.path <> d.path) AS others
+    `SELECT d.path AS path, d.id AS id,
+       (SELECT json_group_array(o.path) FROM scan_duplicate_rows o WHERE o.id = d.id AND o.path <> d.path AND (? OR o.partition IN (SELECT value FROM json_each(?)))) AS others,
+       (SELECT count(*) FROM scan_duplicate_rows o WHERE o.id = d.id AND o.path <> d.path) AS n
        FROM scan_duplicate_rows d WHERE d.partition = ?`,
   );
+  const scope = [readable === 'all' ? 1 : 0, JSON.stringify(readable === 'all' ? [] : readable)] as const;
   for (const p of partitions) {
     out.push(...(stored.all(p) as ScanDiagnostic[]));
-    for (const d of dups.all(p) as Array<{ path: string; id: string; others: string | null }>) {
-      out.push({ path: d.path, code: 'duplicate-id', reason: `record id ${d.id} is also claimed by ${d.others ?? 'another file'}; lookup returns no record for it` });
+    for (const d of dups.all(...scope, p) as Array<{ path: string; id: string; others: string; n: number }>) {
+      const shown = JSON.parse(d.others) as string[];
+      const hidden = d.n - shown.length;
+      const by = [...shown, ...(hidden > 0 ? [hidden === 1 ? 'a file you cannot read' : `${hidden} files you cannot read`] : [])].join(', ') || 'another file';
+      out.push({ path: d.path, code: 'duplicate-id', reason: `record id ${d.id} is also claimed by ${by}; lookup returns no record for it` });
     }
   }
   return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : x.code < y.code ? -1 : x.code > y.code ? 1 : 0));
