@@ -4,7 +4,7 @@
  * `knowledge scan` processes against real git and real SQLite.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { appendFileSync, chmodSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -460,6 +460,31 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     // The outside file's bytes never entered the repository.
     const blob = userGit(sb, vault, ['hash-object', join(sb.dir, 'outside-secret.md')]).trim();
     expect(userGitRaw(sb, vault, ['cat-file', '-e', blob]).status).not.toBe(0);
+  });
+
+  it('a file over 256 MiB is reported as too-large and never read; the rest of the scan commits, and what was recorded of it is kept', () => {
+    put('private/kept.md', record('kept', 'Kept'));
+    put('private/edited.md', record('ed', 'Edited'));
+    scan();
+    put('private/edited.md', record('ed', 'Edited', '', 'New words.\n'));
+    truncateSync(join(vault, 'private/kept.md'), 256 * 1024 * 1024 + 1); // sparse: nothing is written to disk
+    writeFileSync(join(vault, 'private/huge.md'), '');
+    truncateSync(join(vault, 'private/huge.md'), 600 * 1024 * 1024); // past what SQLite can bind as one value
+    const r = scan();
+    expect(r.modified).toEqual(['private/edited.md']);
+    expect(r.deleted).toEqual([]);
+    expect(r.diagnostics.filter((d) => d.code === 'too-large').map((d) => `${d.path}: ${d.reason}`)).toEqual([
+      'private/huge.md: 629145600 bytes, more than the 268435456 a scan reads; not checkpointed',
+      'private/kept.md: 268435457 bytes, more than the 268435456 a scan reads; not checkpointed, and what Knowledge recorded is kept',
+    ]);
+    expect(tree(r.git!.commit!)).toEqual(['private/edited.md', 'private/kept.md']);
+    // Small again: the next scan reads and commits both.
+    put('private/kept.md', record('kept', 'Kept', '', 'Back.\n'));
+    put('private/huge.md', record('huge', 'Huge no more'));
+    const again = scan();
+    expect(again.added).toEqual(['private/huge.md']);
+    expect(again.modified).toEqual(['private/kept.md']);
+    expect(codes(again)).toEqual([]);
   });
 
   it('a folder that cannot be read is reported and what Knowledge recorded under it is kept, not deleted', () => {

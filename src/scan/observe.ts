@@ -14,7 +14,7 @@ import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout
 import { crashPoint } from '../faults.js';
 import { walkPartition, type WalkFile } from './walk.js';
 import { endPrefetchWorkers, listingWanted, prefetchPartitions, PREFETCH_MIN_FILES, stopListingAhead } from './prefetch.js';
-import { readStable, sleepSync, type ReadOutcome } from './read.js';
+import { readStable, sleepSync, SCAN_MAX_BYTES, type ReadOutcome } from './read.js';
 import { checkFile } from './check.js';
 import { isRacy, isUnchanged } from './plan.js';
 import { dirInScope } from './scope.js';
@@ -118,10 +118,13 @@ export function observe(
         block(path, { path, code: 'special-file', reason: 'not a regular file; not read' });
         return true;
       case 'unreadable':
-        block(path, { path, code: 'unreadable', reason: `cannot read this file: ${r.reason}; what Knowledge recorded is kept` });
+        block(path, { path, code: 'unreadable', reason: `cannot read this file: ${r.reason}${wasKnown ? '; what Knowledge recorded is kept' : '; not checkpointed'}` });
         return true;
       case 'unstable':
         block(path, { path, code: 'unstable', reason: `${r.reason}; the next scan picks it up` });
+        return true;
+      case 'too-large':
+        block(path, { path, code: 'too-large', reason: `${r.size} bytes, more than the ${SCAN_MAX_BYTES} a scan reads; not checkpointed${wasKnown ? ', and what Knowledge recorded is kept' : ''}` });
         return true;
     }
   };

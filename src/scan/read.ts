@@ -25,7 +25,12 @@ export type ReadOutcome =
   | { kind: 'symlink' }
   | { kind: 'special' }
   | { kind: 'unreadable'; reason: string }
-  | { kind: 'unstable'; reason: string };
+  | { kind: 'unstable'; reason: string }
+  /** Larger than a scan reads (SCAN_MAX_BYTES): neither read whole nor staged. */
+  | { kind: 'too-large'; size: number };
+
+/** The largest file a scan reads, stages and commits (the same number is written inside stableReader). */
+export const SCAN_MAX_BYTES = 256 * 1024 * 1024;
 
 export interface StableReader {
   read(abs: string): ReadOutcome;
@@ -43,6 +48,8 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
    * or partial file for a moment, and that moment is consistent in itself.
    */
   const SETTLE_MS = 5;
+  /** SCAN_MAX_BYTES (this function may name nothing outside itself). */
+  const MAX_BYTES = 256 * 1024 * 1024;
   const { constants } = nodeFs;
   const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
@@ -69,16 +76,16 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
   // size, so a 100k-file scan does not leave 100k oversized buffers to the GC.
   let scratch = Buffer.allocUnsafe(256 * 1024);
 
-  /** Read from `fd` to EOF; a copy of exactly the bytes read. */
+  /** Read from `fd` to EOF, or to one byte past MAX_BYTES; a copy of exactly the bytes read. */
   const readAll = (fd: number): Buffer => {
     let len = 0;
-    for (;;) {
+    while (len <= MAX_BYTES) {
       if (len === scratch.length) {
         const bigger = Buffer.allocUnsafe(scratch.length * 2);
         scratch.copy(bigger, 0, 0, len);
         scratch = bigger;
       }
-      const n = nodeFs.readSync(fd, scratch, len, scratch.length - len, null);
+      const n = nodeFs.readSync(fd, scratch, len, Math.min(scratch.length - len, MAX_BYTES + 1 - len), null);
       if (n === 0) break;
       len += n;
     }
@@ -109,8 +116,10 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         // A folder now has the name: the file is gone (its files are the walk's, under that folder).
         if (before.isDirectory()) return { kind: 'vanished' };
         if (!before.isFile()) return { kind: 'special' };
+        if (before.size > BigInt(MAX_BYTES)) return { kind: 'too-large', size: Number(before.size) };
         // To EOF, not to the stat size: a growing file must show as changed.
         bytes = readAll(fd);
+        if (bytes.length > MAX_BYTES) return { kind: 'too-large', size: bytes.length };
         after = nodeFs.fstatSync(fd, { bigint: true });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;

@@ -26,6 +26,8 @@ export type DiagnosticCode =
   | 'symlink'
   /** A file or folder the scan may not read (permissions); what Knowledge knew under it is kept. */
   | 'unreadable'
+  /** A file larger than a scan reads (256 MiB): not checkpointed; what Knowledge recorded of it is kept. */
+  | 'too-large'
   /** A name that is not valid UTF-8 or cannot be committed (control characters, backslash). */
   | 'invalid-name'
   /** A FIFO, socket or device named like a record. */
