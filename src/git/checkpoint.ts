@@ -24,7 +24,7 @@ import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSync
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, BlobIds, PendingCode } from './types.js';
 import { crashPoint } from '../faults.js';
-import { holdIndexLock } from './index-lock.js';
+import { holdIndexLock, type HeldIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
 import { acquireImporter, type Importer } from './import-session.js';
 
@@ -311,7 +311,7 @@ export async function commitChain(
   }
   crashPoint('after-update-ref');
 
-  const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known, indexFile: held.lock.temp };
+  const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known };
   let finished = false;
   const finishIndex = async (run = true): Promise<IndexSyncOutcome> => {
     if (finished) throw new Error('finishIndex called twice');
@@ -320,28 +320,11 @@ export async function commitChain(
       await held.lock.release();
       return skippedIndex();
     }
-    try {
-      const copied = await held.lock.copy();
-      if (!copied.ok) {
-        await held.lock.release();
-        return { ok: false, code: 'git-error', reason: copied.reason };
-      }
-      const out = await runIndexJob(runner, vault, job);
-      // The new index goes into place before the lock is released; if it
-      // could not be written, the index job runs again later the ordinary way.
-      if (!out.ok) {
-        await held.lock.release();
-        return out;
-      }
-      await held.lock.install();
-      // Our update wrote stage-0 entries for unconflicted paths only: an index
-      // known free of conflicts stays so.
-      if (cleanBefore) rememberClean(gitDir, await indexIdentity(gitDir));
-      return out;
-    } catch (err) {
-      await held.lock.release();
-      return { ok: false, code: 'git-error', reason: `updating the index: ${(err as Error).message}` };
-    }
+    const out = await indexJobUnder(held.lock, runner, vault, job);
+    // Our update wrote stage-0 entries for unconflicted paths only: an index
+    // known free of conflicts stays so.
+    if (out.ok && cleanBefore) rememberClean(gitDir, await indexIdentity(gitDir));
+    return out;
   };
 
   const made = rest.map((b, i): ChainCommit => ({ batchId: b.batchId, commit: marks[i]!, parent: i === 0 ? tip : marks[i - 1]!, reused: false }));
@@ -364,21 +347,30 @@ export async function runIndexJobLocked(runner: GitRunner, vault: string, gitDir
   if (job.paths.length === 0) return runIndexJob(runner, vault, job);
   const held = await holdIndexLock(gitDir);
   if (!held.ok) return { ok: false, code: 'locked', reason: held.reason };
+  return indexJobUnder(held.lock, runner, vault, job);
+}
+
+/**
+ * The index job on a copy of the user's index beside the lock we hold; the
+ * new index goes into place before the lock is released. If it could not be
+ * written, the lock is released and the job runs again at the next drain.
+ */
+async function indexJobUnder(lock: HeldIndexLock, runner: GitRunner, vault: string, job: IndexJob): Promise<IndexSyncOutcome> {
   try {
-    const copied = await held.lock.copy();
+    const copied = await lock.copy();
     if (!copied.ok) {
-      await held.lock.release();
+      await lock.release();
       return { ok: false, code: 'git-error', reason: copied.reason };
     }
-    const out = await runIndexJob(runner, vault, { ...job, indexFile: held.lock.temp });
+    const out = await runIndexJob(runner, vault, { ...job, indexFile: lock.temp });
     if (!out.ok) {
-      await held.lock.release();
+      await lock.release();
       return out;
     }
-    await held.lock.install();
+    await lock.install();
     return out;
   } catch (err) {
-    await held.lock.release();
+    await lock.release();
     return { ok: false, code: 'git-error', reason: `updating the index: ${(err as Error).message}` };
   }
 }

@@ -116,28 +116,22 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
   const lockPath = join(gitDir, 'index.lock');
   const indexPath = join(gitDir, 'index');
   const temp = join(gitDir, 'knowledge-index.tmp');
-  for (let attempt = 0; attempt < 2; attempt++) {
+  try {
+    await createWithMarker(gitDir, lockPath);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EEXIST') return { ok: false, reason: `cannot create ${lockPath}: ${(err as Error).message}` };
+    if (!(await isOwnStaleLock(lockPath))) {
+      return { ok: false, reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
+    }
+    // Left by a killed Knowledge process, maybe after it moved the branch and
+    // before the index followed: taken over in one rename, never removed
+    // first, so no git command of the user's can take the lock in between
+    // and read that old index against the new tip.
     try {
-      await createWithMarker(gitDir, lockPath);
-      break;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST' && attempt === 0 && (await isOwnStaleLock(lockPath))) {
-        // Left by a killed Knowledge process, maybe after it moved the branch and
-        // before the index followed: taken over in one rename, never removed
-        // first, so no git command of the user's can take the lock in between
-        // and read that old index against the new tip.
-        try {
-          await takeOver(gitDir, lockPath);
-          break;
-        } catch (e) {
-          return { ok: false, reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
-        }
-      }
-      if (code === 'EEXIST') {
-        return { ok: false, reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
-      }
-      return { ok: false, reason: `cannot create ${lockPath}: ${(err as Error).message}` };
+      await takeOver(gitDir, lockPath);
+    } catch (e) {
+      return { ok: false, reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
     }
   }
   // Ours while we hold index.lock: a temp index, and git's lock on it, left by a killed run
