@@ -959,6 +959,19 @@ describe('[SCAN-1] authority: an operator may scan all; an agent only its own pa
     expect(JSON.stringify(mine)).not.toContain('conversations/s2');
   });
 
+  it('an agent\'s scan retries every waiting checkpoint but lists only those of partitions it may read', async () => {
+    writeFileSync(join(sb.dir, 'o.md'), '---\nkind: page\ntitle: Other conversation\n---\nnot yours\n');
+    writeFileSync(join(sb.dir, 'm.md'), '---\nkind: page\ntitle: Mine\n---\nyours\n');
+    const theirs = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', '--partition', 'conversation:s2', 'o.md'], { env: NO_GIT }).stdout);
+    const mine = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', '--partition', 'conversation:s1', 'm.md'], { env: NO_GIT }).stdout);
+    expect([theirs.git.state, mine.git.state]).toEqual(['unavailable', 'unavailable']);
+    const s = open();
+    const r = await s.scan({ caller: agent, partition: 'conversation:s1' });
+    expect(r.retried.map((x) => x.id)).toEqual([mine.publicationId]);
+    // Both were committed, in order.
+    expect(JSON.parse(cli(sb, ['receipt', '--store', 'st', '--json', theirs.publicationId]).stdout).git.state).toBe('committed');
+  });
+
   it('the CLI (the operator) reports a missing partition, a bad id and a read-only store with stable codes', () => {
     put('conversations/not a session/x.md', 'x\n');
     const missing = cli(sb, ['scan', '--store', 'st', '--partition', 'conversation:nope']);

@@ -73,7 +73,9 @@ async function scanNow(store: Store, runner: GitRunner, opts: ScanOptions): Prom
   const createdAt = new Date().toISOString();
 
   // [GIT-16, SCAN-3] Waiting checkpoints first, in order.
-  const waiting = db.prepare("SELECT batch_id, kind, ref_id FROM batches WHERE state = 'queued' ORDER BY batch_id").all() as Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>;
+  // All of them are retried; an agent's receipt lists those of partitions it may read [SURF-3].
+  const waiting = (db.prepare("SELECT batch_id, kind, ref_id FROM batches WHERE state = 'queued' ORDER BY batch_id").all() as Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>)
+    .filter((w) => canSeeBatch(store, opts.caller, w));
   await drainOutbox(store, runner);
 
   clearUnqueuedStaging(db); // leftovers of a killed scan
@@ -202,6 +204,21 @@ async function startPreload(store: Store, runner: GitRunner): Promise<BlobPreloa
 }
 
 /** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
+/** Whether `caller` may read every partition a queued checkpoint writes to. */
+function canSeeBatch(store: Store, caller: Caller, w: { kind: RetriedCheckpoint['kind']; ref_id: string }): boolean {
+  const readable = readablePartitions(caller);
+  if (readable === 'all') return true;
+  const db = store.db;
+  let partitions: string[];
+  if (w.kind === 'publication') partitions = db.prepare('SELECT partition FROM publications WHERE publication_id = ?').pluck().all(w.ref_id) as string[];
+  else if (w.kind === 'attachment') partitions = db.prepare('SELECT partition FROM attachments WHERE attachment_id = ?').pluck().all(w.ref_id) as string[];
+  else {
+    const receipt = db.prepare('SELECT receipt FROM scans WHERE scan_id = ?').pluck().get(w.ref_id) as string | undefined;
+    partitions = receipt ? ((JSON.parse(receipt) as { partitions?: string[] }).partitions ?? []) : [];
+  }
+  return partitions.length > 0 && partitions.every((p) => (readable as string[]).includes(p));
+}
+
 export function diagnosticsFor(store: Store, partitions: readonly string[], walk: readonly ScanDiagnostic[], caller: Caller): ScanDiagnostic[] {
   const db = store.db;
   const out: ScanDiagnostic[] = [...walk];
