@@ -29,11 +29,10 @@ export type ReadOutcome =
   /** Larger than a scan reads (SCAN_MAX_BYTES): neither read whole nor staged. */
   | { kind: 'too-large'; size: number };
 
-/** The largest file a scan reads, stages and commits (the same number is written inside stableReader). */
-export const SCAN_MAX_BYTES = 256 * 1024 * 1024;
-
 export interface StableReader {
   read(abs: string): ReadOutcome;
+  /** The largest file it reads whole; a larger one is 'too-large'. */
+  maxBytes: number;
   sleep(ms: number): void;
 }
 
@@ -48,7 +47,7 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
    * or partial file for a moment, and that moment is consistent in itself.
    */
   const SETTLE_MS = 5;
-  /** SCAN_MAX_BYTES (this function may name nothing outside itself). */
+  /** The largest file a scan reads, stages and commits (SCAN_MAX_BYTES). */
   const MAX_BYTES = 256 * 1024 * 1024;
   const { constants } = nodeFs;
   const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
@@ -166,9 +165,11 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
     return { kind: 'unstable', reason: lastReason };
   };
 
-  return { read, sleep };
+  return { read, sleep, maxBytes: MAX_BYTES };
 }
 
 const reader = stableReader(fs, createHash);
 export const readStable = reader.read;
 export const sleepSync = reader.sleep;
+/** The largest file a scan reads, stages and commits. */
+export const SCAN_MAX_BYTES = reader.maxBytes;

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import type { PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
-import { readablePartitions, type Caller } from '../access.js';
+import { canAccessPartition, type Caller } from '../access.js';
 import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/outbox.js';
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
@@ -203,11 +203,9 @@ async function startPreload(store: Store, runner: GitRunner): Promise<BlobPreloa
   }
 }
 
-/** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
 /** Whether `caller` may read every partition a queued checkpoint writes to. */
 function canSeeBatch(store: Store, caller: Caller, w: { kind: RetriedCheckpoint['kind']; ref_id: string }): boolean {
-  const readable = readablePartitions(caller);
-  if (readable === 'all') return true;
+  if (caller.kind === 'operator') return true;
   const db = store.db;
   let partitions: string[];
   if (w.kind === 'publication') partitions = db.prepare('SELECT partition FROM publications WHERE publication_id = ?').pluck().all(w.ref_id) as string[];
@@ -216,28 +214,24 @@ function canSeeBatch(store: Store, caller: Caller, w: { kind: RetriedCheckpoint[
     const receipt = db.prepare('SELECT receipt FROM scans WHERE scan_id = ?').pluck().get(w.ref_id) as string | undefined;
     partitions = receipt ? ((JSON.parse(receipt) as { partitions?: string[] }).partitions ?? []) : [];
   }
-  return partitions.length > 0 && partitions.every((p) => (readable as string[]).includes(p));
+  return partitions.length > 0 && partitions.every((p) => canAccessPartition(caller, p));
 }
 
+/** Every current diagnostic of the partitions walked: stored ones, duplicate ids, and this walk's. */
 export function diagnosticsFor(store: Store, partitions: readonly string[], walk: readonly ScanDiagnostic[], caller: Caller): ScanDiagnostic[] {
   const db = store.db;
   const out: ScanDiagnostic[] = [...walk];
   const stored = db.prepare('SELECT path, code, reason FROM scan_diagnostics WHERE partition = ?');
-  // The other claimants of a duplicate id are named only where the caller may read them (an agent never
-  // learns another conversation's paths) [SURF-3].
-  const readable = readablePartitions(caller);
-  const dups = db.prepare(
-    `SELECT d.path AS path, d.id AS id,
-       (SELECT json_group_array(o.path) FROM scan_duplicate_rows o WHERE o.id = d.id AND o.path <> d.path AND (? OR o.partition IN (SELECT value FROM json_each(?)))) AS others,
-       (SELECT count(*) FROM scan_duplicate_rows o WHERE o.id = d.id AND o.path <> d.path) AS n
-       FROM scan_duplicate_rows d WHERE d.partition = ?`,
-  );
-  const scope = [readable === 'all' ? 1 : 0, JSON.stringify(readable === 'all' ? [] : readable)] as const;
+  const dups = db.prepare('SELECT path, id FROM scan_duplicate_rows WHERE partition = ?');
+  const claimants = db.prepare('SELECT path, partition FROM scan_duplicate_rows WHERE id = ? AND path <> ? ORDER BY path');
   for (const p of partitions) {
     out.push(...(stored.all(p) as ScanDiagnostic[]));
-    for (const d of dups.all(...scope, p) as Array<{ path: string; id: string; others: string; n: number }>) {
-      const shown = JSON.parse(d.others) as string[];
-      const hidden = d.n - shown.length;
+    for (const d of dups.all(p) as Array<{ path: string; id: string }>) {
+      // The other claimants are named only where the caller may read them (an agent never
+      // learns another conversation's paths) [SURF-3].
+      const others = claimants.all(d.id, d.path) as Array<{ path: string; partition: string }>;
+      const shown = others.filter((o) => canAccessPartition(caller, o.partition)).map((o) => o.path);
+      const hidden = others.length - shown.length;
       const by = [...shown, ...(hidden > 0 ? [hidden === 1 ? 'a file you cannot read' : `${hidden} files you cannot read`] : [])].join(', ') || 'another file';
       out.push({ path: d.path, code: 'duplicate-id', reason: `record id ${d.id} is also claimed by ${by}; lookup returns no record for it` });
     }

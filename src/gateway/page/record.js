@@ -41,9 +41,16 @@ export function actorBadge(actor) {
   return badge(actor, `actor actor-${actor}`);
 }
 
-function historyPanel(id, title) {
+/** `loaded`: the history already fetched, shown at first (a retry fetches it again). */
+function historyPanel(id, title, loaded = null) {
   const box = h('div');
-  into(box, 'Reading the Git history…', () => api(`/api/records/${enc(id)}/history`), (hist) => {
+  let first = loaded;
+  const load = () => {
+    const given = first;
+    first = null;
+    return given ? Promise.resolve(given) : api(`/api/records/${enc(id)}/history`);
+  };
+  into(box, 'Reading the Git history…', load, (hist) => {
     const notes = [];
     if (hist.git.state === 'absent') notes.push(h('p', { class: 'note' }, 'No Git history yet: ', hist.git.reason));
     if (hist.git.state === 'pending' || hist.git.state === 'unavailable') {
@@ -137,7 +144,7 @@ export function viewRecord(id, focus, retry) {
         h('p', { class: 'crumbs' }, h('code', {}, gone.path)),
         h('h1', { tabindex: '-1' }, id, ' ', h('span', { class: 'muted' }, '(deleted)')),
         h('p', { class: 'note warn', role: 'note' }, 'This record\'s file was deleted from the vault. Every committed version stays in the Git history below; compare them, or restore one with git.'),
-        section('History', historyPanel(id, id)));
+        section('History', historyPanel(id, id, gone)));
       focus?.(view);
       return;
     }
