@@ -671,13 +671,15 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
   const operator: Caller = { kind: 'operator' };
   /** Past the racy window (plan.ts isRacy, 100 ms): a file read now is recorded as one the next scan may trust. */
   const pastRacyWindow = () => new Promise((r) => setTimeout(r, 150));
-  const old = (rel: string) => utimesSync(join(vault, rel), 1_700_000_000, 1_700_000_000); // not racy: the next scan may trust it
+  /** An old mtime; its ctime (which no program sets) is now: trusted once pastRacyWindow() has passed too. */
+  const old = (rel: string) => utimesSync(join(vault, rel), 1_700_000_000, 1_700_000_000);
 
   it('files edited, added, deleted and renamed between two in-process scans', async () => {
     for (const n of ['a', 'b', 'c']) {
       put(`private/${n}.md`, record(n, n.toUpperCase()));
       old(`private/${n}.md`);
     }
+    await pastRacyWindow();
     const s = service();
     expect((await s.scan({ caller: operator })).added).toHaveLength(3);
     expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, unchanged: 3, git: null });
@@ -687,6 +689,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     old('private/d.md');
     unlinkSync(join(vault, 'private/b.md'));
     renameSync(join(vault, 'private/c.md'), join(vault, 'private/e.md'));
+    await pastRacyWindow();
     const r = await s.scan({ caller: operator });
     expect(r).toMatchObject({ modified: ['private/a.md'], added: ['private/d.md'], deleted: ['private/b.md'], renamed: [{ from: 'private/c.md', to: 'private/e.md' }] });
     expect(r.git?.state).toBe('committed');
@@ -734,6 +737,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     // which is where a second scan clearing the staging table would take its files away.
     for (let i = 0; i < 1500; i++) put(`private/pages/n${i % 7}/note-${i}.md`, record(`rec-${i}`, `Note ${i}`));
     for (let i = 0; i < 7; i++) for (const n of readdirSync(join(vault, `private/pages/n${i}`))) old(`private/pages/n${i}/${n}`);
+    await pastRacyWindow();
     const s = service();
     const [a, b] = await Promise.all([s.scan({ caller: operator }), s.scan({ caller: operator })]);
     expect(a).toMatchObject({ baseline: true, git: { state: 'committed' } });
@@ -749,6 +753,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     for (let d = 0; d < 100; d++) for (let i = 0; i < 100; i++) put(`private/pages/${hh(d)}/n-${d}-${i}.md`, `# Note ${d}/${i}\n`);
     for (let d = 0; d < 100; d++) utimesSync(join(vault, `private/pages/${hh(d)}`), 1_700_000_000, 1_700_000_000);
     spawnSync('find', [join(vault, 'private'), '-type', 'f', '-exec', 'touch', '-d', '@1700000000', '{}', '+']);
+    await pastRacyWindow();
     expect(scan([], NO_GIT).added).toHaveLength(10_000);
     expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 10_000, git: null });
     writeFileSync(join(vault, 'private/pages/05/n-5-5.md'), '# Note 5/5, edited in place\n');
@@ -780,6 +785,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
         d.close();
       }
     };
+    await pastRacyWindow();
     expect(scan([], NO_GIT).added).toHaveLength(12);
     expect(digests()).toEqual({ a: false, b: false, c: false, d: false }); // just recorded: nothing compared yet
     expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 12 });
@@ -792,6 +798,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     old('private/b/new.md');
     unlinkSync(join(vault, 'private/c/n2.md'));
     utimesSync(join(vault, 'private/d/n3.md'), 1_700_000_500, 1_700_000_500); // touched, same bytes
+    await pastRacyWindow();
     expect(scan([], NO_GIT)).toMatchObject({ modified: ['private/a/n1.md'], added: ['private/b/new.md'], deleted: ['private/c/n2.md'], hashed: 3, unchanged: 9 });
     expect(digests()).toEqual({ a: false, b: false, c: false, d: false });
     expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 12, modified: [] });
@@ -802,6 +809,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     old('private/b/n2.md');
     utimesSync(join(vault, 'private/b/n2.md'), 1_700_000_001, 1_700_000_001);
     rmSync(join(vault, 'private/d'), { recursive: true });
+    await pastRacyWindow();
     const s = service();
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/b/n2.md'], deleted: ['private/d/n1.md', 'private/d/n2.md', 'private/d/n3.md'], hashed: 1 });
     expect(digests()).toEqual({ a: true, b: false, c: true, d: false });
@@ -822,12 +830,13 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     expect(readFileSync(join(vault, path), 'utf8')).toContain('Version 2.');
   });
 
-  it('folders named with characters beyond the BMP (emoji): edits, deletions and renames in their subfolders', () => {
+  it('folders named with characters beyond the BMP (emoji): edits, deletions and renames in their subfolders', async () => {
     const top = 'private/\u{1F4DA} Books/\u{1F3AC}\u{1F3AC}\u{1F3AC} Films';
     for (const rel of ['index.md', 'A/x.md', 'AB/y.md', 'A/B/z.md']) {
       put(`${top}/${rel}`, `# ${rel}\n`);
       old(`${top}/${rel}`);
     }
+    await pastRacyWindow();
     expect(scan([], NO_GIT).added).toHaveLength(4);
     expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 4 });
     expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 4 });
@@ -835,6 +844,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     old(`${top}/A/x.md`);
     unlinkSync(join(vault, `${top}/AB/y.md`));
     renameSync(join(vault, `${top}/A/B/z.md`), join(vault, `${top}/A/z.md`));
+    await pastRacyWindow();
     expect(scan([], NO_GIT)).toMatchObject({ modified: [`${top}/A/x.md`], deleted: [`${top}/AB/y.md`], renamed: [{ from: `${top}/A/B/z.md`, to: `${top}/A/z.md` }], added: [] });
     expect(scan([], NO_GIT)).toMatchObject({ hashed: 0, unchanged: 3, added: [], modified: [], deleted: [] });
   });
@@ -858,6 +868,52 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: [path], hashed: 1 });
     // Read once, recorded as it is now (not racy any more): the next scan trusts it.
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: [], hashed: 0 });
+  });
+
+  it('an edit in place that keeps the size and puts the old mtime back (cp -p, touch -r) is seen by its ctime, from the CLI', async () => {
+    put('private/notes/a.md', 'Version A.\n');
+    old('private/notes/a.md');
+    await pastRacyWindow(); // the baseline records it as trustworthy
+    expect(scan()).toMatchObject({ added: ['private/notes/a.md'] });
+    const before = lstatSync(join(vault, 'private/notes/a.md'), { bigint: true });
+    const other = join(sb.dir, 'b.md');
+    writeFileSync(other, 'Version B.\n');
+    utimesSync(other, 1_700_000_000, 1_700_000_000);
+    const cp = spawnSync('cp', ['-p', other, join(vault, 'private/notes/a.md')]);
+    expect(cp.status, cp.stderr.toString()).toBe(0);
+    const after = lstatSync(join(vault, 'private/notes/a.md'), { bigint: true });
+    // Size, mtime and inode all as recorded: only the ctime tells.
+    expect([after.size, after.mtimeNs, after.ino]).toEqual([before.size, before.mtimeNs, before.ino]);
+    expect(after.ctimeNs).not.toBe(before.ctimeNs);
+    await pastRacyWindow();
+    const r = scan();
+    expect(r).toMatchObject({ modified: ['private/notes/a.md'], hashed: 1 });
+    expect(userGit(sb, vault, ['show', `${r.git!.commit}:private/notes/a.md`])).toBe('Version B.\n');
+    // Recorded with its new ctime, and trusted again.
+    expect(scan()).toMatchObject({ modified: [], hashed: 0, unchanged: 1 });
+    // `touch -r` puts the mtime back after an edit the same way.
+    writeFileSync(join(vault, 'private/notes/a.md'), 'Version C.\n');
+    expect(spawnSync('touch', ['-r', other, join(vault, 'private/notes/a.md')]).status).toBe(0);
+    await pastRacyWindow();
+    expect(scan()).toMatchObject({ modified: ['private/notes/a.md'], hashed: 1 });
+  });
+
+  it('files recorded before ctimes were kept (migration 009) are read once more, as touched, with no checkpoint; then trusted', async () => {
+    put('private/notes/a.md', 'A.\n');
+    put('private/notes/b.md', 'B.\n');
+    old('private/notes/a.md');
+    old('private/notes/b.md');
+    await pastRacyWindow();
+    expect(scan()).toMatchObject({ added: ['private/notes/a.md', 'private/notes/b.md'] });
+    const before = commits();
+    // What migration 009 leaves of a store recorded before it: rows without a ctime, no folder digest.
+    const w = new Database(join(store, 'state.sqlite'));
+    w.exec('UPDATE vault_files SET ctime_ns = NULL; UPDATE scan_folders SET digest = NULL;');
+    w.close();
+    expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], hashed: 2, git: null });
+    expect(db().prepare('SELECT count(*) FROM vault_files WHERE ctime_ns IS NULL').pluck().get()).toBe(0);
+    expect(scan()).toMatchObject({ hashed: 0, unchanged: 2, git: null });
+    expect(commits()).toBe(before);
   });
 
   // The restore below puts back the very inode, size and mtime recorded before a publication replaced the file:

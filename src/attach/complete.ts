@@ -177,7 +177,7 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
   if (s.isNew && files) {
     const st = statSync(join(store.paths.vault, s.path), { bigint: true });
     // The original may be large: its hash is the verified one, never re-read here.
-    prints.push({ path: s.path, fp: { size: Number(st.size), mtimeNs: st.mtimeNs.toString(), ino: st.ino.toString(), sha256: row.sha256 } });
+    prints.push({ path: s.path, fp: { size: Number(st.size), mtimeNs: st.mtimeNs.toString(), ctimeNs: st.ctimeNs.toString(), ino: st.ino.toString(), sha256: row.sha256 } });
     prints.push({ path: s.descriptorPath, fp: statFingerprint(join(store.paths.vault, s.descriptorPath), files.descriptor) });
     if (s.gitignorePath && files.gitignore) prints.push({ path: s.gitignorePath, fp: statFingerprint(join(store.paths.vault, s.gitignorePath), files.gitignore) });
   }

@@ -14,7 +14,7 @@ import { RecordIndexer } from './reindex.js';
 import { pathsAffectedByIds, recheckReferences } from './references.js';
 import { isMarkdownPath } from './scope.js';
 import { deferReadIndex } from '../read/index-maintenance.js';
-import { writeVaultFiles } from '../store/vault-files.js';
+import { UPSERT_VAULT_FILE, writeVaultFiles } from '../store/vault-files.js';
 import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
 
 /** Record ids changing standing up to which references are re-checked only where they are held or linked to. */
@@ -70,14 +70,10 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     }
 
     // [SCAN-4] fingerprints of everything read, so the next scan need not read it.
-    const upsert = db.prepare(
-      `INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256, racy) VALUES (?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT(path) DO UPDATE SET partition = excluded.partition, size = excluded.size, mtime_ns = excluded.mtime_ns,
-         ino = excluded.ino, sha256 = excluded.sha256, racy = excluded.racy`,
-    );
+    const upsert = db.prepare(UPSERT_VAULT_FILE);
     const forget = db.prepare('DELETE FROM vault_files WHERE path = ?');
     writeVaultFiles(db, [...a.read.map((f) => f.path), ...remove], () => {
-      for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ino, f.sha256, f.racy ? 1 : 0);
+      for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ctimeNs, f.ino, f.sha256, f.racy ? 1 : 0);
       for (const path of remove) forget.run(path);
     });
 

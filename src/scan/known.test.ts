@@ -36,18 +36,22 @@ describe('folderFiles: the recorded files of one folder, as the walk would see t
   it('loads the folder\'s own rows (not its subfolders or look-alike siblings), filtered by the walk\'s rules, with the folder\'s version', () => {
     const db = new Database(':memory:');
     migrate(db);
-    const ins = db.prepare("INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256, racy) VALUES (?, 'private', 3, ?, ?, 'x', ?)");
+    const ins = db.prepare("INSERT INTO vault_files(path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy) VALUES (?, 'private', 3, ?, ?, ?, 'x', ?)");
     const times = ['1700000000123456789', '1799999999999999999', '1000000000', '999', '-1500000000', '1768000000000000001'];
-    times.forEach((ns, i) => ins.run(`private/n/f${i}.md`, ns, String(1000 + i), i === 2 ? 1 : 0));
-    for (const other of ['private/n/sub/deeper.md', 'private/n0.md', 'private/n-x/a.md', 'private/m/a.md', 'private/n.md']) ins.run(other, '1', '1', 0);
-    for (const unadmitted of ['private/n/pic.png', 'private/n/bad\\name.md', 'private/n/tab\tname.md', 'private/n/.hidden.md']) ins.run(unadmitted, '1', '1', 0);
+    // A ctime of its own for each (one of them none: a row recorded before migration 009).
+    const ctimeOf = (i: number) => (i === 4 ? null : String(1768000000000000000n + BigInt(i) * 1_000_001n));
+    times.forEach((ns, i) => ins.run(`private/n/f${i}.md`, ns, ctimeOf(i), String(1000 + i), i === 2 ? 1 : 0));
+    for (const other of ['private/n/sub/deeper.md', 'private/n0.md', 'private/n-x/a.md', 'private/m/a.md', 'private/n.md']) ins.run(other, '1', '1', '1', 0);
+    for (const unadmitted of ['private/n/pic.png', 'private/n/bad\\name.md', 'private/n/tab\tname.md', 'private/n/.hidden.md']) ins.run(unadmitted, '1', '1', '1', 0);
     const n = folderFiles(db, 'private/n', 'private');
     expect([...n.entries.keys()].sort()).toEqual(times.map((_, i) => `f${i}.md`));
-    times.forEach((ns, i) => expect(n.entries.get(`f${i}.md`)).toEqual(knownEntry(3, ns, String(1000 + i), i === 2)));
+    times.forEach((ns, i) => expect(n.entries.get(`f${i}.md`)).toEqual(knownEntry(3, ns, ctimeOf(i), String(1000 + i), i === 2)));
+    expect(n.entries.get('f4.md')!.ctimeMs).toBeNaN();
+    expect(n.entries.get('f0.md')!.ctimeMs).toBe(msFromNs('1768000000000000000'));
     expect(n.rows).toBe(times.length + 4); // the unadmitted rows are still rows of the folder
     expect(n.version).toBe(db.prepare("SELECT version FROM scan_folders WHERE dir = 'private/n'").pluck().get());
     // A folder out of the walk's scope admits nothing; a folder without a row has no version.
-    ins.run('private/evidence/src/orig.md', '1', '1', 0);
+    ins.run('private/evidence/src/orig.md', '1', '1', '1', 0);
     expect(folderFiles(db, 'private/evidence/src', 'private')).toMatchObject({ rows: 1, entries: new Map() });
     expect(folderFiles(db, 'private/none', 'private')).toEqual({ version: null, rows: 0, entries: new Map() });
     db.close();
@@ -57,18 +61,18 @@ describe('folderFiles: the recorded files of one folder, as the walk would see t
     // JavaScript counts each of these as two UTF-16 units, SQLite as one character.
     const db = new Database(':memory:');
     migrate(db);
-    const ins = db.prepare("INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES (?, 'private', 1, '1', '1', 'x')");
+    const ins = db.prepare("INSERT INTO vault_files(path, partition, size, mtime_ns, ctime_ns, ino, sha256) VALUES (?, 'private', 1, '1', '1', '1', 'x')");
     const dir = 'private/\u{1F4DA} Books/\u{1F3AC}\u{1F3AC} Films';
     for (const p of ['index.md', 'A/x.md', 'AB/y.md', 'A/B/z.md', 'é/w.md']) ins.run(`${dir}/${p}`);
-    expect(folderFiles(db, dir, 'private')).toMatchObject({ rows: 1, entries: new Map([['index.md', knownEntry(1, '1', '1', false)]]) });
+    expect(folderFiles(db, dir, 'private')).toMatchObject({ rows: 1, entries: new Map([['index.md', knownEntry(1, '1', '1', '1', false)]]) });
     expect([...folderFiles(db, `${dir}/A`, 'private').entries.keys()]).toEqual(['x.md']);
     db.close();
   });
 });
 
 describe('folder digests: kept only against untouched rows, cleared by any write [SCAN-4]', () => {
-  const st = (size: number, mtimeMs: number, ino: number) => ({ size, mtimeMs, ino, isFile: () => true, isDirectory: () => false, isSymbolicLink: () => false });
-  it('differs when any name, size, mtime or inode differs, or the order', () => {
+  const st = (size: number, mtimeMs: number, ino: number, ctimeMs = 1700000000002.5) => ({ size, mtimeMs, ctimeMs, ino, isFile: () => true, isDirectory: () => false, isSymbolicLink: () => false });
+  it('differs when any name, size, mtime, ctime or inode differs, or the order', () => {
     const base = [{ name: 'a.md', st: st(1, 1700000000000.25, 7) }, { name: 'b.md', st: st(2, 1700000000001, 8) }];
     const d = folderDigest(base);
     expect(folderDigest(base.map((f) => ({ ...f })))).toBe(d);
@@ -77,6 +81,7 @@ describe('folder digests: kept only against untouched rows, cleared by any write
       [{ name: 'a.md', st: st(9, 1700000000000.25, 7) }, base[1]!],
       [{ name: 'a.md', st: st(1, 1700000000000.5, 7) }, base[1]!],
       [{ name: 'a.md', st: st(1, 1700000000000.25, 70) }, base[1]!],
+      [{ name: 'a.md', st: st(1, 1700000000000.25, 7, 1700000000003) }, base[1]!],
       [base[1]!, base[0]!],
       [base[0]!],
       [...base, { name: 'c.md', st: st(0, 0, 0) }],
@@ -96,7 +101,7 @@ describe('folder digests: kept only against untouched rows, cleared by any write
       () => db.prepare("UPDATE vault_files SET size = 2 WHERE path = 'private/n/a.md'").run(),
       () => db.prepare("UPDATE vault_files SET racy = 1 WHERE path = 'private/n/a.md'").run(),
       () => db.prepare("DELETE FROM vault_files WHERE path = 'private/n/b.md'").run(),
-      () => upsertVaultFile(db, 'private/n/a.md', { size: 5, mtimeNs: '5', ino: '5', sha256: 'y' }),
+      () => upsertVaultFile(db, 'private/n/a.md', { size: 5, mtimeNs: '5', ctimeNs: '5', ino: '5', sha256: 'y' }),
     ];
     for (const write of writes) {
       keep('private/n');

@@ -1,7 +1,7 @@
 /**
  * What a scan knows of the recorded files [SCAN-4], folder by folder.
  *
- * `vault_files` holds size, mtime and inode of every recorded file;
+ * `vault_files` holds size, mtime, ctime and inode of every recorded file;
  * `scan_folders` (migration 007) names the folders that hold them, and keeps
  * for a folder found wholly unchanged a digest of what the walk saw there.
  * A scan loads the folder rows of its partitions (one per folder) and then:
@@ -15,12 +15,12 @@
  *   candidates for deletion.
  *
  * The digest stands exactly for the per-file check: a digest is kept only
- * when every scanned file of the folder matched its row (same size, mtime and
- * inode, not racy) and every row admitted here was seen, so an equal digest
+ * when every scanned file of the folder matched its row (same size, mtime,
+ * ctime and inode, not racy) and every row admitted here was seen, so an equal digest
  * later means the same names with the same stats, against rows that no write
  * has touched since (a write clears the digest).
  *
- * Times are compared as Node's number `Stats.mtimeMs` (no BigInt, no Date
+ * Times are compared as Node's numbers `Stats.mtimeMs` and `ctimeMs` (no BigInt, no Date
  * objects per file): the stored nanoseconds are turned into that same double
  * with Node's own formula, so an untouched file compares equal. The double
  * resolves about 0.25 µs at today's dates, far finer than the racy window
@@ -37,6 +37,8 @@ export interface KnownEntry {
   size: number;
   /** As Node's number `Stats.mtimeMs` reports it (see msFromNs). */
   mtimeMs: number;
+  /** As Node's number `Stats.ctimeMs` reports it; NaN when none was recorded (matches nothing). */
+  ctimeMs: number;
   /** As Node's number `Stats.ino` reports it. */
   ino: number;
   /** Too close to its scan's clock to trust (plan.ts isRacy): never matches. */
@@ -72,8 +74,8 @@ export function msFromNs(ns: string): number {
   return sec * 1000 + nsec / 1_000_000;
 }
 
-export function knownEntry(size: number, mtimeNs: string, ino: string, racy: boolean): KnownEntry {
-  return { size: racy ? -1 : size, mtimeMs: msFromNs(mtimeNs), ino: Number(ino), racy, seen: false };
+export function knownEntry(size: number, mtimeNs: string, ctimeNs: string | null, ino: string, racy: boolean): KnownEntry {
+  return { size: racy ? -1 : size, mtimeMs: msFromNs(mtimeNs), ctimeMs: ctimeNs === null ? NaN : msFromNs(ctimeNs), ino: Number(ino), racy, seen: false };
 }
 
 /** How many files each partition has recorded. */
@@ -104,9 +106,9 @@ export interface FolderFiles {
 }
 
 // One statement, so the version and the rows come from one snapshot (the version's row is the one without a path).
-const FOLDER_ROWS = `SELECT NULL, version, NULL, NULL FROM scan_folders WHERE dir = @dir
+const FOLDER_ROWS = `SELECT NULL, version, NULL, NULL, NULL FROM scan_folders WHERE dir = @dir
   UNION ALL
-  SELECT path, CASE WHEN racy THEN -1 ELSE size END, mtime_ns, ino FROM vault_files
+  SELECT path, CASE WHEN racy THEN -1 ELSE size END, mtime_ns, ctime_ns, ino FROM vault_files
    WHERE path > @lo AND path < @hi AND instr(substr(path, length(@lo) + 1), '/') = 0`;
 
 /**
@@ -117,10 +119,10 @@ const FOLDER_ROWS = `SELECT NULL, version, NULL, NULL FROM scan_folders WHERE di
 export function folderFiles(db: DB, dir: string, pdir: string): FolderFiles {
   // '0' follows '/': every path under "dir/" sorts between the two.
   // (The offset is SQLite's own length of @lo, in characters: a JavaScript length counts UTF-16 units.)
-  const rows = db.prepare(FOLDER_ROWS).raw().all({ dir, lo: `${dir}/`, hi: `${dir}0` }) as Array<[string | null, number, string | null, string | null]>;
+  const rows = db.prepare(FOLDER_ROWS).raw().all({ dir, lo: `${dir}/`, hi: `${dir}0` }) as Array<[string | null, number, string | null, string | null, string | null]>;
   const out: FolderFiles = { version: null, rows: 0, entries: new Map() };
   const inScope = dirInScope(dir, pdir);
-  for (const [path, size, mtimeNs, ino] of rows) {
+  for (const [path, size, mtimeNs, ctimeNs, ino] of rows) {
     if (path === null) {
       out.version = size;
       continue;
@@ -129,25 +131,26 @@ export function folderFiles(db: DB, dir: string, pdir: string): FolderFiles {
     if (name.includes('/')) continue; // never a row of this folder (a guard: the statement already leaves them out)
     out.rows++;
     if (!inScope || !isScannedFileName(name) || pathProblem(path) !== null) continue;
-    out.entries.set(name, knownEntry(size, mtimeNs!, ino!, size < 0));
+    out.entries.set(name, knownEntry(size, mtimeNs!, ctimeNs, ino!, size < 0));
   }
   return out;
 }
 
 /**
  * A digest of the scanned files of one folder as the walk saw them, in its
- * order: names, sizes, mtimes and inodes. (The same folder listed in another
+ * order: names, sizes, mtimes, ctimes and inodes. (The same folder listed in another
  * order only misses its digest: its files are then compared one by one.)
  */
 export function folderDigest(files: readonly WalkFile[]): string {
-  const stats = new Float64Array(files.length * 3);
+  const stats = new Float64Array(files.length * 4);
   let names = '';
   for (let i = 0; i < files.length; i++) {
     const f = files[i]!;
     names += `${f.name}/`;
-    stats[i * 3] = f.st.size;
-    stats[i * 3 + 1] = f.st.mtimeMs;
-    stats[i * 3 + 2] = f.st.ino;
+    stats[i * 4] = f.st.size;
+    stats[i * 4 + 1] = f.st.mtimeMs;
+    stats[i * 4 + 2] = f.st.ctimeMs;
+    stats[i * 4 + 3] = f.st.ino;
   }
   return createHash('sha256').update(names).update(new Uint8Array(stats.buffer)).digest('base64');
 }

@@ -56,7 +56,7 @@ describe('[SCAN-4] a baseline read ahead by the prefetch workers', () => {
       const bytes = readFileSync(abs);
       const s = lstatSync(abs, { bigint: true });
       expect((staged.get('scan-test-1', f.path) as Buffer).equals(bytes)).toBe(true);
-      expect(f).toMatchObject({ sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length, mtimeNs: s.mtimeNs.toString(), ino: s.ino.toString() });
+      expect(f).toMatchObject({ sha256: createHash('sha256').update(bytes).digest('hex'), size: bytes.length, mtimeNs: s.mtimeNs.toString(), ctimeNs: s.ctimeNs.toString(), ino: s.ino.toString() });
     }
     // Once the partition has recorded files, its scans read only what changed, on this thread.
     st.db.prepare("INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES ('private/data/list.yaml', 'private', 5, '0', '0', 'x')").run();
@@ -70,12 +70,12 @@ describe('[SCAN-4] folders whose digest matches are not compared file by file', 
   it('compares every recorded folder once, then only a folder that changed', () => {
     const { store: st, vault } = fresh(90);
     // Recorded as they are (what a scan's apply would write), with old mtimes so that nothing is racy.
-    const ins = st.db.prepare('INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256) VALUES (?, ?, ?, ?, ?, ?)');
+    const ins = st.db.prepare('INSERT INTO vault_files(path, partition, size, mtime_ns, ctime_ns, ino, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)');
     const record = () => {
       st.db.prepare('DELETE FROM vault_files').run();
       const seen = observe(st, 'scan-record', ['private'], progress());
       st.db.prepare('DELETE FROM scan_staging').run();
-      for (const f of seen.read) ins.run(f.path, 'private', f.size, f.mtimeNs, f.ino, f.sha256);
+      for (const f of seen.read) ins.run(f.path, 'private', f.size, f.mtimeNs, f.ctimeNs, f.ino, f.sha256);
     };
     for (let i = 0; i < 90; i++) utimesSync(join(vault, `private/pages/d${i % 9}/n-${i}.md`), 1_700_000_000, 1_700_000_000);
     utimesSync(join(vault, 'private/data/list.yaml'), 1_700_000_000, 1_700_000_000);

@@ -106,7 +106,7 @@ export function observe(
           stageBytes += r.bytes.length;
           if (stage.length >= STAGE_FILES || stageBytes >= STAGE_BYTES) flushStage();
         }
-        read.push({ path, sha256: r.sha256, knownSha256: knownSha, recordId: null, size: r.size, mtimeNs: r.mtimeNs, ino: r.ino, racy: isRacy(r.mtimeNs, nowNs) });
+        read.push({ path, sha256: r.sha256, knownSha256: knownSha, recordId: null, size: r.size, mtimeNs: r.mtimeNs, ctimeNs: r.ctimeNs, ino: r.ino, racy: isRacy(nowNs, r.mtimeNs, r.ctimeNs) });
         return true;
       }
       case 'vanished':

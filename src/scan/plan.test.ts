@@ -7,24 +7,29 @@ const h = (path: string, sha256: string, knownSha256: string | null = null, reco
 const m = (path: string, sha256: string, recordId: string | null = null): MissingFile => ({ path, sha256, recordId });
 
 describe('isUnchanged [SCAN-4]: metadata decides, contents are not read', () => {
-  const known = knownEntry(10, '1700000000123456789', '42', false);
-  const st = { size: 10, mtimeMs: msFromNs('1700000000123456789'), ino: 42 };
-  it('same size, mtime and inode is unchanged', () => expect(isUnchanged(known, st)).toBe(true));
+  const known = knownEntry(10, '1700000000123456789', '1700000000223456789', '42', false);
+  const st = { size: 10, mtimeMs: msFromNs('1700000000123456789'), ctimeMs: msFromNs('1700000000223456789'), ino: 42 };
+  it('same size, mtime, ctime and inode is unchanged', () => expect(isUnchanged(known, st)).toBe(true));
   it('a new file is not', () => expect(isUnchanged(undefined, st)).toBe(false));
   it('another size is not', () => expect(isUnchanged(known, { ...st, size: 11 })).toBe(false));
   it('another mtime is not', () => expect(isUnchanged(known, { ...st, mtimeMs: msFromNs('1700000000124456789') })).toBe(false));
   it('another inode (save by rename) is not', () => expect(isUnchanged(known, { ...st, ino: 43 })).toBe(false));
-  it('a racy entry is read again even when everything matches', () => expect(isUnchanged(knownEntry(10, '1700000000123456789', '42', true), st)).toBe(false));
+  it('another ctime (an edit that put the old mtime back) is not', () => expect(isUnchanged(known, { ...st, ctimeMs: msFromNs('1700000001223456789') })).toBe(false));
+  it('a row recorded without a ctime (before migration 009) is read again', () => expect(isUnchanged(knownEntry(10, '1700000000123456789', null, '42', false), st)).toBe(false));
+  it('a racy entry is read again even when everything matches', () => expect(isUnchanged(knownEntry(10, '1700000000123456789', '1700000000223456789', '42', true), st)).toBe(false));
 });
 
 describe('isRacy: fingerprints taken in the same clock tick as an edit are not trusted', () => {
   const now = 1_700_000_000_000_000_000n;
-  it('an mtime long before the scan is trusted', () => expect(isRacy(String(now - 10_000_000_000n), now)).toBe(false));
-  it('an mtime just before the scan is racy', () => expect(isRacy(String(now - 1_000_000n), now)).toBe(true));
-  it('an mtime after the scan started is racy', () => expect(isRacy(String(now + 5n), now)).toBe(true));
+  const old = String(now - 10_000_000_000n);
+  it('times long before the scan are trusted', () => expect(isRacy(now, old, old)).toBe(false));
+  it('an mtime just before the scan is racy', () => expect(isRacy(now, String(now - 1_000_000n), old)).toBe(true));
+  it('a ctime just before the scan is racy, whatever the mtime (`touch -r`, `cp -p`)', () => expect(isRacy(now, old, String(now - 1_000_000n))).toBe(true));
+  it('an mtime after the scan started is racy', () => expect(isRacy(now, String(now + 5n), old)).toBe(true));
   it('whole-second timestamps get a two-second window', () => {
-    expect(isRacy(String(now - 1_000_000_000n), now)).toBe(true);
-    expect(isRacy(String(now - 3_000_000_000n), now)).toBe(false);
+    expect(isRacy(now, String(now - 1_000_000_000n), old)).toBe(true);
+    expect(isRacy(now, String(now - 3_000_000_000n), old)).toBe(false);
+    expect(isRacy(now, old, String(now - 1_000_000_000n))).toBe(true);
   });
 });
 

@@ -15,24 +15,29 @@ import type { HashedFile, MissingFile, Rename, ScanPlan } from './types.js';
 import type { KnownEntry } from './known.js';
 
 /**
- * [SCAN-4] Same size, mtime and inode as recorded, and not racy: unchanged
- * without reading it. `st` is a number `lstat` (known.ts explains the mtime).
+ * [SCAN-4] Same size, mtime, ctime and inode as recorded, and not racy:
+ * unchanged without reading it. `st` is a number `lstat` (known.ts explains
+ * the times). The ctime catches an edit that puts the old mtime back.
  */
-export function isUnchanged(known: KnownEntry | undefined, st: { size: number; mtimeMs: number; ino: number }): boolean {
-  return known !== undefined && !known.racy && known.size === st.size && known.mtimeMs === st.mtimeMs && known.ino === st.ino;
+export function isUnchanged(known: KnownEntry | undefined, st: { size: number; mtimeMs: number; ctimeMs: number; ino: number }): boolean {
+  return known !== undefined && !known.racy && known.size === st.size && known.mtimeMs === st.mtimeMs && known.ctimeMs === st.ctimeMs && known.ino === st.ino;
 }
 
 /**
  * Whether a fingerprint taken now must not be trusted next time: the file's
- * mtime is so close to the moment of the scan that a same-size edit in the
- * same clock tick would keep it. Filesystems with whole-second timestamps get
- * a wider window. `nowNs` is the wall clock when the walk started.
+ * mtime or ctime is so close to the moment of the scan that a same-size edit
+ * in the same clock tick would keep them. Filesystems with whole-second
+ * timestamps get a wider window. `nowNs` is the wall clock when the walk
+ * started.
  */
-export function isRacy(mtimeNs: string, nowNs: bigint): boolean {
-  const m = BigInt(mtimeNs);
-  const coarse = m % 1_000_000_000n === 0n;
+export function isRacy(nowNs: bigint, mtimeNs: string, ctimeNs: string): boolean {
+  return isRecent(BigInt(mtimeNs), nowNs) || isRecent(BigInt(ctimeNs), nowNs);
+}
+
+function isRecent(t: bigint, nowNs: bigint): boolean {
+  const coarse = t % 1_000_000_000n === 0n;
   const window = coarse ? 2_000_000_000n : 100_000_000n;
-  return m >= nowNs - window;
+  return t >= nowNs - window;
 }
 
 function baseName(p: string): string {

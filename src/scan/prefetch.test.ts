@@ -28,7 +28,7 @@ function walkLog(vault: string, pdir: string, fs: WalkFs, onFile?: (p: string, s
       log.push(`folder ${dir} ${files.length}`);
       for (const { name, st } of files) {
         onFile?.(`${dir}/${name}`, st);
-        log.push(`file ${dir}/${name} ${st.size} ${st.mtimeMs} ${st.ino}`);
+        log.push(`file ${dir}/${name} ${st.size} ${st.mtimeMs} ${st.ctimeMs} ${st.ino}`);
       }
     },
     diagnostic: (d) => log.push(`diag ${d.code} ${d.path} ${d.reason}`),
@@ -163,13 +163,13 @@ describe('prefetched walk', () => {
   it('errors the workers met are raised with their codes, as the file system would', () => {
     const vault = '/nonexistent-vault';
     const fs = new PrefetchedFs([
-      { abs: `${vault}/private`, code: null, names: 'locked\0a.md\0gone.md', types: new Uint8Array([2, 1, 1]), stats: new Float64Array([0, 0, 0, 0, 1, 5, 1000, 42, -1, 0, 0, 0]), errors: null },
+      { abs: `${vault}/private`, code: null, names: 'locked\0a.md\0gone.md', types: new Uint8Array([2, 1, 1]), stats: new Float64Array([0, 0, 0, 0, 0, 1, 5, 1000, 1500, 42, -1, 0, 0, 0, 0]), errors: null },
       { abs: `${vault}/private/locked`, code: 'EACCES', names: '', types: null, stats: null, errors: null },
     ]);
     expect(walkLog(vault, 'private', fs)).toEqual([]); // the partition folder itself is looked at directly: absent
     const entries = fs.readdir(`${vault}/private`);
     expect(entries.map((e) => [e.name, e.isFile(), e.isDirectory()])).toEqual([['locked', false, true], ['a.md', true, false], ['gone.md', true, false]]);
-    expect(fs.lstat(`${vault}/private/a.md`, entries[1])).toMatchObject({ size: 5, mtimeMs: 1000, ino: 42 });
+    expect(fs.lstat(`${vault}/private/a.md`, entries[1])).toMatchObject({ size: 5, mtimeMs: 1000, ctimeMs: 1500, ino: 42 });
     expect(fs.lstat(`${vault}/private/gone.md`, entries[2])).toBeUndefined();
     expect(() => fs.readdir(`${vault}/private/locked`)).toThrow(expect.objectContaining({ code: 'EACCES' }));
   });

@@ -71,21 +71,23 @@ const T_DIR = 2;
 const T_LINK = 3;
 const K_GONE = -1;
 const K_ERROR = -2;
+/** Numbers per entry in a listing's stats: kind, size, mtimeMs, ctimeMs, ino. */
+const STAT_WIDTH = 5;
 
 /**
  * One worker's walk of its folders (CommonJS, evaluated as the worker's
  * source: no imports of ours, so it runs the same from dist/ and src/).
  * For each folder listed: names (joined by NUL), entry types, and for each
- * regular file [kind, size, mtimeMs, ino] — kind 1 file, 2 link, 3 folder,
+ * regular file [kind, size, mtimeMs, ctimeMs, ino] — kind 1 file, 2 link, 3 folder,
  * 4 other, -1 gone, -2 error (code in `errors`). Files read ahead: their
  * bytes one after the other in `pool`, and in `reads` per file read
- * [entry index, offset, length, sha256, mtimeNs, ino].
+ * [entry index, offset, length, sha256, mtimeNs, ctimeNs, ino].
  */
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { readdirSync, lstatSync } = require('node:fs');
 const reader = (${stableReader.toString()})(require('node:fs'), require('node:crypto').createHash);
-// Node's Stats.mtimeMs for a time in nanoseconds (as known.ts msFromNs).
+// Node's Stats.mtimeMs (or ctimeMs) for a time in nanoseconds (as known.ts msFromNs).
 const msOf = (ns) => ns.length > 9 ? Number(ns.slice(0, -9)) * 1000 + Number(ns.slice(-9)) / 1e6 : Number(ns) / 1e6;
 parentPort.on('message', (job) => {
   const ignored = new RegExp(job.ignored, job.ignoredFlags);
@@ -124,7 +126,7 @@ parentPort.on('message', (job) => {
           continue;
         }
         const types = new Uint8Array(list.length);
-        const stats = new Float64Array(list.length * 4);
+        const stats = new Float64Array(list.length * ${STAT_WIDTH});
         let errors = null;
         const names = [];
         const reads = [];
@@ -138,30 +140,34 @@ parentPort.on('message', (job) => {
             if (task.readAhead && scanned.test(e.name) && !ignored.test(e.name) && !e.name.includes('\uFFFD') && Atomics.load(inFlight, 0) < job.readAheadBytes) {
               const r = reader.read(abs + '/' + e.name);
               if (r.kind === 'ok') {
-                stats[i * 4] = 1;
-                stats[i * 4 + 1] = r.size;
-                stats[i * 4 + 2] = msOf(r.mtimeNs);
-                stats[i * 4 + 3] = Number(r.ino);
-                reads.push([i, poolLength, r.size, r.sha256, r.mtimeNs, r.ino]);
+                const at = i * ${STAT_WIDTH};
+                stats[at] = 1;
+                stats[at + 1] = r.size;
+                stats[at + 2] = msOf(r.mtimeNs);
+                stats[at + 3] = msOf(r.ctimeNs);
+                stats[at + 4] = Number(r.ino);
+                reads.push([i, poolLength, r.size, r.sha256, r.mtimeNs, r.ctimeNs, r.ino]);
                 bytes.push(r.bytes);
                 poolLength += r.size;
                 Atomics.add(inFlight, 0, r.size);
                 continue;
               }
             }
+            const at = i * ${STAT_WIDTH};
             let st;
             try {
               st = lstatSync(abs + '/' + e.name, { throwIfNoEntry: false });
             } catch (err) {
-              stats[i * 4] = ${K_ERROR};
+              stats[at] = ${K_ERROR};
               (errors ??= {})[i] = String((err && err.code) || err);
               continue;
             }
-            if (!st) { stats[i * 4] = ${K_GONE}; continue; }
-            stats[i * 4] = st.isFile() ? 1 : st.isSymbolicLink() ? 2 : st.isDirectory() ? 3 : 4;
-            stats[i * 4 + 1] = st.size;
-            stats[i * 4 + 2] = st.mtimeMs;
-            stats[i * 4 + 3] = st.ino;
+            if (!st) { stats[at] = ${K_GONE}; continue; }
+            stats[at] = st.isFile() ? 1 : st.isSymbolicLink() ? 2 : st.isDirectory() ? 3 : 4;
+            stats[at + 1] = st.size;
+            stats[at + 2] = st.mtimeMs;
+            stats[at + 3] = st.ctimeMs;
+            stats[at + 4] = st.ino;
           } else if (e.isDirectory()) {
             types[i] = ${T_DIR};
             const child = relIn === '' ? e.name : relIn + '/' + e.name;
@@ -188,8 +194,8 @@ parentPort.on('message', (job) => {
 });
 `;
 
-/** A file read ahead: [entry index, offset in the listing's pool, length, sha256, mtimeNs, ino]. */
-type ReadAhead = [number, number, number, string, string, string];
+/** A file read ahead: [entry index, offset in the listing's pool, length, sha256, mtimeNs, ctimeNs, ino]. */
+type ReadAhead = [number, number, number, string, string, string, string];
 
 interface Listing {
   abs: string;
@@ -227,6 +233,7 @@ class PrefetchedStat implements WalkStat {
     private readonly kind: number,
     readonly size: number,
     readonly mtimeMs: number,
+    readonly ctimeMs: number,
     readonly ino: number,
     readonly preread?: ReadOutcome,
   ) {}
@@ -335,17 +342,17 @@ export class PrefetchedFs implements WalkFs {
   lstat(abs: string, entry?: WalkEntry): WalkStat | undefined {
     if (!(entry instanceof PrefetchedEntry) || !entry.isFile()) return directFs.lstat(abs);
     const s = entry.listing.stats!;
-    const at = entry.index * 4;
+    const at = entry.index * STAT_WIDTH;
     const kind = s[at]!;
     if (kind === K_GONE) return undefined;
     if (kind === K_ERROR) throw errorWithCode(entry.listing.errors?.[entry.index] ?? 'EIO', abs);
     const r = entry.read;
     // A view of the folder's transferred buffer: observe.ts stages it (a copy) and lets go.
     const preread: ReadOutcome | undefined = r && entry.listing.pool
-      ? { kind: 'ok', bytes: Buffer.from(entry.listing.pool, r[1], r[2]), sha256: r[3], size: r[2], mtimeNs: r[4], ino: r[5] }
+      ? { kind: 'ok', bytes: Buffer.from(entry.listing.pool, r[1], r[2]), sha256: r[3], size: r[2], mtimeNs: r[4], ctimeNs: r[5], ino: r[6] }
       : undefined;
     if (preread) this.prereads++;
-    return new PrefetchedStat(kind, s[at + 1]!, s[at + 2]!, s[at + 3]!, preread);
+    return new PrefetchedStat(kind, s[at + 1]!, s[at + 2]!, s[at + 3]!, s[at + 4]!, preread);
   }
 }
 

@@ -6,7 +6,7 @@
  * delete-then-recreate leaves the name missing for a moment; a file can be
  * growing. So: open with O_NOFOLLOW|O_NONBLOCK, fstat, read to EOF, fstat
  * again, then lstat the name: all must describe the same inode, size and
- * mtime, else wait briefly and try again. A name that stays missing is
+ * mtime and ctime, else wait briefly and try again. A name that stays missing is
  * "vanished" (the caller decides whether that is a deletion); one that keeps
  * changing is "unstable" and is left for the next scan.
  *
@@ -19,7 +19,7 @@ import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
 
 export type ReadOutcome =
-  | { kind: 'ok'; bytes: Buffer; sha256: string; size: number; mtimeNs: string; ino: string }
+  | { kind: 'ok'; bytes: Buffer; sha256: string; size: number; mtimeNs: string; ctimeNs: string; ino: string }
   /** No file by that name any more: missing, or a folder has taken the name. */
   | { kind: 'vanished' }
   | { kind: 'symlink' }
@@ -57,7 +57,7 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
     Atomics.wait(sleepCell, 0, 0, ms);
   };
 
-  const same = (a: fs.BigIntStats, b: fs.BigIntStats): boolean => a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.dev === b.dev;
+  const same = (a: fs.BigIntStats, b: fs.BigIntStats): boolean => a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.dev === b.dev;
 
   /** Null when the name still describes the file just read; '' when it is gone; else why it differs. */
   const nameChanged = (abs: string, after: fs.BigIntStats, changed: string): string | null => {
@@ -138,7 +138,9 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         if (moved !== '') lastReason = moved; // '' = removed right after we read it: look again
         continue;
       }
-      const ageMs = Number(BigInt(Date.now()) * 1_000_000n - after.mtimeNs) / 1e6;
+      // The later of the two times: a write that puts an old mtime back still moves the ctime.
+      const changedNs = after.ctimeNs > after.mtimeNs ? after.ctimeNs : after.mtimeNs;
+      const ageMs = Number(BigInt(Date.now()) * 1_000_000n - changedNs) / 1e6;
       if (ageMs < SETTLE_MS) {
         sleep(Math.min(SETTLE_MS, SETTLE_MS - ageMs) + 1);
         const changed = nameChanged(abs, after, 'it was being written while it was read');
@@ -153,6 +155,7 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         sha256: hash('sha256').update(bytes).digest('hex'),
         size: bytes.length,
         mtimeNs: after.mtimeNs.toString(),
+        ctimeNs: after.ctimeNs.toString(),
         ino: after.ino.toString(),
       };
     }

@@ -58,6 +58,7 @@ export interface HashedFile {
 export interface ReadFile extends HashedFile {
   size: number;
   mtimeNs: string;
+  ctimeNs: string;
   ino: string;
   /** Too close to the scan's clock to trust next time (see plan.ts isRacy). */
   racy: boolean;

@@ -20,6 +20,7 @@ export interface WalkEntry {
 export interface WalkStat {
   readonly size: number;
   readonly mtimeMs: number;
+  readonly ctimeMs: number;
   readonly ino: number;
   /** The file's contents, when they were read ahead with its listing (prefetch.ts). */
   readonly preread?: ReadOutcome;

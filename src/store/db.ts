@@ -15,9 +15,10 @@ import m005 from './migrations/005-verify.js';
 import m006 from './migrations/006-staged-bytes.js';
 import m007 from './migrations/007-scan-folders.js';
 import m008 from './migrations/008-record-tombstones.js';
+import m009 from './migrations/009-file-ctime.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009];
 
 export const SCHEMA_VERSION = migrations.length;
 

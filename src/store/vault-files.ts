@@ -1,5 +1,5 @@
 /**
- * What Knowledge last recorded about each vault file: size, mtime, inode and
+ * What Knowledge last recorded about each vault file: size, mtime, ctime, inode and
  * SHA-256 [SCAN-4]. Publications record their own installs here so a scan
  * never reports them as outside edits [SCAN-1].
  */
@@ -10,7 +10,7 @@ import { partitionOfPath } from './layout.js';
 import { NEW_FOLDER_VERSION } from './migrations/007-scan-folders.js';
 import { isRacy } from '../scan/plan.js';
 
-export interface Fingerprint { size: number; mtimeNs: string; ino: string; sha256: string }
+export interface Fingerprint { size: number; mtimeNs: string; ctimeNs: string; ino: string; sha256: string }
 
 export function statFingerprint(abs: string, knownBytes?: Buffer): Fingerprint {
   const st = statSync(abs, { bigint: true });
@@ -18,27 +18,29 @@ export function statFingerprint(abs: string, knownBytes?: Buffer): Fingerprint {
   return {
     size: Number(st.size),
     mtimeNs: st.mtimeNs.toString(),
+    ctimeNs: st.ctimeNs.toString(),
     ino: st.ino.toString(),
     sha256: createHash('sha256').update(bytes).digest('hex'),
   };
 }
 
+/** One file's row: path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy. */
+export const UPSERT_VAULT_FILE = `INSERT INTO vault_files(path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+  ON CONFLICT(path) DO UPDATE SET partition = excluded.partition, size = excluded.size, mtime_ns = excluded.mtime_ns,
+    ctime_ns = excluded.ctime_ns, ino = excluded.ino, sha256 = excluded.sha256, racy = excluded.racy`;
+
 /**
  * Record what Knowledge itself just wrote at `path` (a publication's or an
  * attachment's install): the installed bytes' hash with the file's stat taken
  * after the install. Such a fingerprint is racy as a scan's can be (plan.ts
- * isRacy: its mtime is close to now), so the next scan reads the file once
+ * isRacy: its mtime and ctime are close to now), so the next scan reads the file once
  * more, as Git does with racily clean entries. Without that, an edit made in
  * the same clock tick as the install, or between the install and the stat,
  * would match the recorded stat and never be seen.
  */
 export function upsertVaultFile(db: DB, path: string, fp: Fingerprint): void {
-  const racy = isRacy(fp.mtimeNs, BigInt(Date.now()) * 1_000_000n) ? 1 : 0;
-  db.prepare(
-    `INSERT INTO vault_files(path, partition, size, mtime_ns, ino, sha256, racy) VALUES (?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT(path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, ino = excluded.ino, sha256 = excluded.sha256,
-       racy = excluded.racy`,
-  ).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ino, fp.sha256, racy);
+  const racy = isRacy(BigInt(Date.now()) * 1_000_000n, fp.mtimeNs, fp.ctimeNs) ? 1 : 0;
+  db.prepare(UPSERT_VAULT_FILE).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ctimeNs, fp.ino, fp.sha256, racy);
 }
 
 /** Migration 007's triggers on `vault_files`, which keep `scan_folders` in step with every write. */
