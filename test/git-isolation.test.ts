@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
@@ -122,6 +122,42 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
     expect(commit).toMatch(/^author Knowledge <knowledge@localhost> /m);
     // The checkpoint went to the vault's repository, on its branch.
     expect(spawnSync('git', ['rev-parse', 'main'], { cwd: vault, env: plain, encoding: 'utf8' }).stdout.trim()).toBe(receipt.git.commit);
+  });
+
+  it('a `git replace` of the branch tip, grafts and a UTF-16 log encoding in the repository config change nothing Knowledge commits or reads [GIT-6][GIT-7]', () => {
+    const put = (name: string, title: string) => writeFileSync(join(sb.dir, name), `---\nkind: page\ntitle: ${title}\n---\nAbout ${title}.\n`);
+    const publish = (name: string, env: NodeJS.ProcessEnv = {}) => cli(sb, ['publish', '--store', 'st', '--json', name], { env });
+    put('a.md', 'Alpha');
+    put('b.md', 'Beta');
+    expect(JSON.parse(publish('a.md').stdout).git.state).toBe('committed');
+    const c1 = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    expect(JSON.parse(publish('b.md').stdout).git.state).toBe('committed');
+    const c2 = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    const files = (c: string) => userGit(sb, vault, ['--no-replace-objects', 'ls-tree', '-r', '--name-only', c]).trim().split('\n').filter((p) => p.endsWith('.md'));
+    // The user replaces the tip by a commit with the first one's tree (hiding Beta in their own views), and grafts it.
+    const r = userGit(sb, vault, ['commit-tree', '-p', c1, '-m', 'replacement', `${c1}^{tree}`]).trim();
+    userGit(sb, vault, ['replace', c2, r]);
+    writeFileSync(join(vault, '.git/info/grafts'), `${c2}\n`);
+    userGit(sb, vault, ['config', 'i18n.logOutputEncoding', 'UTF-16']);
+    userGit(sb, vault, ['config', 'i18n.commitEncoding', 'UTF-16']);
+    put('c.md', 'Gamma');
+    // Killed after the branch moved and before the receipt: the retry must find its own commit by its trailers.
+    expect(publish('c.md', { KNOWLEDGE_CRASH_AT: 'after-update-ref' }).code).not.toBe(0);
+    const c3 = userGit(sb, vault, ['--no-replace-objects', 'rev-parse', 'HEAD']).trim();
+    expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+    // Built on the real tip: all three pages, one commit each, none twice.
+    expect(userGit(sb, vault, ['--no-replace-objects', 'rev-parse', 'HEAD']).trim()).toBe(c3);
+    expect(files(c3)).toHaveLength(3);
+    expect(userGit(sb, vault, ['--no-replace-objects', 'diff', '--name-status', c2, c3]).trim()).toMatch(/^A\t\S+\.md$/);
+    expect(userGit(sb, vault, ['cat-file', 'commit', c3])).toContain(`\nparent ${c2}\n`);
+    rmSync(join(vault, '.git/info/grafts')); // (the user's own rev-list honours it)
+    expect(userGit(sb, vault, ['--no-replace-objects', 'rev-list', '--count', 'HEAD']).trim()).toBe('3');
+    // Read back through the same log parsing: history and verify see every commit.
+    const verify = JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout);
+    expect(verify.ok, JSON.stringify(verify)).toBe(true);
+    const id = JSON.parse(cli(sb, ['lookup', '--store', 'st', '--json', 'Beta']).stdout).record.id;
+    expect(JSON.parse(cli(sb, ['history', '--store', 'st', '--json', id]).stdout).versions).toHaveLength(1);
+    expect(userGit(sb, vault, ['--no-replace-objects', 'status', '--porcelain']).trim()).toBe('');
   });
 
   it('no network, no remotes: a configured remote and url rewrite are never contacted [GIT-3]', () => {

@@ -74,6 +74,11 @@ export const GIT_OVERRIDES: readonly string[] = [
   'core.sshCommand=false',
   'core.pager=cat',
   'index.skipHash=false',
+  // Knowledge parses what git prints (trailers, paths): always UTF-8, never
+  // re-encoded to what a repository's config asks for (UTF-16 output broke the
+  // search for a retried checkpoint's own commit).
+  'i18n.logOutputEncoding=UTF-8',
+  'i18n.commitEncoding=UTF-8',
 ];
 
 /** HOME that cannot exist, so nothing is read from a home directory. */
@@ -125,6 +130,11 @@ export class GitRunner {
       GIT_TERMINAL_PROMPT: '0',
       // Knowledge never needs optional locks (status-style index refreshes).
       GIT_OPTIONAL_LOCKS: '0',
+      // The objects as they are: a user's `git replace` of the branch tip must
+      // not hand a checkpoint the replacement's tree (it would drop files from
+      // the branch), nor a grafts file change what the history search sees.
+      GIT_NO_REPLACE_OBJECTS: '1',
+      GIT_GRAFT_FILE: '/dev/null/knowledge-no-grafts',
       GIT_AUTHOR_NAME: 'Knowledge',
       GIT_AUTHOR_EMAIL: 'knowledge@localhost',
       GIT_COMMITTER_NAME: 'Knowledge',
