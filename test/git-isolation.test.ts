@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
@@ -122,6 +122,27 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
     expect(commit).toMatch(/^author Knowledge <knowledge@localhost> /m);
     // The checkpoint went to the vault's repository, on its branch.
     expect(spawnSync('git', ['rev-parse', 'main'], { cwd: vault, env: plain, encoding: 'utf8' }).stdout.trim()).toBe(receipt.git.commit);
+  });
+
+  it('a filter driver whose name holds "=" is blanked too when the index is written (a racily clean entry would run it)', () => {
+    const put = (name: string, title: string) => writeFileSync(join(sb.dir, name), `---\nkind: page\ntitle: ${title}\n---\nAbout ${title}.\n`);
+    put('a.md', 'Alpha');
+    expect(JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'a.md']).stdout).git.state).toBe('committed');
+    const prog = script('clean', 'cat');
+    for (const name of ['a=b', 'plain']) userGit(sb, vault, ['config', `filter.${name}.clean`, prog]);
+    writeFileSync(join(vault, '.gitattributes'), '*.txt filter=a=b\n*.dat filter=plain\n');
+    writeFileSync(join(vault, 'user.txt'), 'user file\n');
+    writeFileSync(join(vault, 'user.dat'), 'user data\n');
+    // Staged with the working files newer than the index: racily clean, so every index write re-checks them.
+    const later = new Date(Date.now() + 3_600_000);
+    for (const f of ['user.txt', 'user.dat']) utimesSync(join(vault, f), later, later);
+    userGit(sb, vault, ['add', '.gitattributes', 'user.txt', 'user.dat']); // (the user's own git runs the filters)
+    for (const m of readdirSync(markers)) rmSync(join(markers, m));
+    put('b.md', 'Beta');
+    const r = cli(sb, ['publish', '--store', 'st', '--json', 'b.md']);
+    expect(JSON.parse(r.stdout).git).toMatchObject({ state: 'committed' });
+    expect(readdirSync(markers)).toEqual([]);
+    expect(userGit(sb, vault, ['diff', '--cached', '--name-only']).trim().split('\n').sort()).toEqual(['.gitattributes', 'user.dat', 'user.txt']);
   });
 
   it('a `git replace` of the branch tip, grafts and a UTF-16 log encoding in the repository config change nothing Knowledge commits or reads [GIT-6][GIT-7]', () => {

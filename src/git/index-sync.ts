@@ -14,7 +14,7 @@
  */
 import { readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
-import { classifyGitFailure, type GitRunner } from './runner.js';
+import { classifyGitFailure, configEnv, type GitRunner } from './runner.js';
 import { vaultEnv } from './inspect.js';
 import type { PendingCode } from './types.js';
 
@@ -59,7 +59,12 @@ export interface IndexJob {
 export interface IndexRead {
   user: Map<string, Entry>;
   conflicted: Set<string>;
-  filters: string[];
+  /** Environment that blanks every configured filter driver for an index write (filterOverrides). */
+  filters: FilterBlank;
+}
+
+export interface FilterBlank {
+  env: Record<string, string>;
 }
 
 export interface IndexPlan {
@@ -136,20 +141,21 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
   }
   const plan = planIndexUpdate({ job, trees, user: pre.user, conflicted: pre.conflicted });
   if (plan.lines.length === 0) return { ok: true, updated: 0, skipped: plan.skipped };
-  const filters = pre.filters;
 
   // --index-info takes index.lock the normal way; a held lock is reported and
   // left in place [GIT-19]. Entries carry no stat data; `git status` refreshes
   // them (we do not refresh: that would run the user's clean filters [GIT-12]).
-  if (!Array.isArray(filters)) return filters;
   const up = await runner.run(['update-index', '--add', '--replace', '-z', '--index-info'], {
     cwd: vault,
-    env: { ...vaultEnv(vault), ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) },
+    env: { ...vaultEnv(vault), ...pre.filters.env, ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) },
     input: plan.lines.join(''),
-    extraConfig: filters,
     dropOverrides: ['core.untrackedCache'],
   });
   if (up.code !== 0) return fail(up.stderr, up.timedOut);
+  // A path the index refuses (core.protectNTFS/HFS: `git~1/x`) is skipped with a
+  // warning and exit 0: the index would not hold what the branch does.
+  const ignored = /^Ignoring path (.*)$/m.exec(up.stderr);
+  if (ignored) return { ok: false, code: 'git-error', reason: `git refused to put ${ignored[1]} in the index` };
   return { ok: true, updated: plan.updated, skipped: plan.skipped };
 }
 
@@ -170,7 +176,7 @@ export async function readIndex(
     filterOverrides(runner, vault),
   ]);
   if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
-  if (!Array.isArray(filters)) return filters as { ok: false; code: PendingCode; reason: string };
+  if (!('env' in filters)) return filters;
   const { entries, conflicted } = parseLsFiles(ls.stdout, new Set(paths));
   // An intent-to-add entry (`git add -N`) stages no content, though it reads as the empty blob: it counts as
   // no entry. Kept as the user's, it would stage the deletion of what the checkpoint just committed.
@@ -254,14 +260,14 @@ export async function readTreeEntries(
  * filter driver for this call [GIT-12]. A blanked filter runs nothing; the
  * racy entry is then merely marked for re-check by the user's next status.
  */
-export async function filterOverrides(runner: GitRunner, vault: string): Promise<string[] | IndexSyncOutcome> {
+export async function filterOverrides(runner: GitRunner, vault: string): Promise<FilterBlank | { ok: false; code: PendingCode; reason: string }> {
   // Knowledge reads no global or system config, so the repository's own files
   // are the whole configuration: read them in-process when they include
   // nothing else (saves a git process per checkpoint).
   const local = await filterDriversInFiles(join(vault, '.git'));
   if (local) return overridesFor(local);
   const r = await runner.run(['config', '-z', '--get-regexp', '^filter\\.'], { cwd: vault, env: vaultEnv(vault) });
-  if (r.code === 1 && r.stderr.trim() === '') return []; // no filter configured
+  if (r.code === 1 && r.stderr.trim() === '') return overridesFor([]); // no filter configured
   if (r.code !== 0) return fail(r.stderr, r.timedOut);
   const drivers = new Set<string>();
   for (const rec of r.stdout.toString('utf8').split('\0')) {
@@ -272,10 +278,15 @@ export async function filterOverrides(runner: GitRunner, vault: string): Promise
   return overridesFor(drivers);
 }
 
-function overridesFor(drivers: Iterable<string>): string[] {
-  const out: string[] = [];
-  for (const d of drivers) out.push(`filter.${d}.clean=`, `filter.${d}.smudge=`, `filter.${d}.process=`, `filter.${d}.required=false`);
-  return out;
+/**
+ * Passed as environment config (GIT_CONFIG_COUNT), not `-c`: a driver's name
+ * may hold '=', at which `-c` splits, so `-c filter.a=b.clean=` would blank
+ * nothing and the driver `a=b` would run.
+ */
+function overridesFor(drivers: Iterable<string>): FilterBlank {
+  const pairs: Array<[string, string]> = [];
+  for (const d of drivers) pairs.push([`filter.${d}.clean`, ''], [`filter.${d}.smudge`, ''], [`filter.${d}.process`, ''], [`filter.${d}.required`, 'false']);
+  return { env: configEnv(pairs) };
 }
 
 /**

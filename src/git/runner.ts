@@ -81,6 +81,20 @@ export const GIT_OVERRIDES: readonly string[] = [
   'i18n.commitEncoding=UTF-8',
 ];
 
+/**
+ * Config for one call as environment variables (git 2.31+): keys are taken
+ * whole, whatever they hold, where `-c key=value` splits at the first '='.
+ */
+export function configEnv(pairs: ReadonlyArray<readonly [string, string]>): Record<string, string> {
+  if (pairs.length === 0) return {};
+  const env: Record<string, string> = { GIT_CONFIG_COUNT: String(pairs.length) };
+  pairs.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+  return env;
+}
+
 /** HOME that cannot exist, so nothing is read from a home directory. */
 const NO_HOME = '/dev/null/knowledge-home';
 
