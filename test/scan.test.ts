@@ -462,6 +462,43 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(userGitRaw(sb, vault, ['cat-file', '-e', blob]).status).not.toBe(0);
   });
 
+  it('a submodule or clone inside a partition is another repository: not scanned, and its gitlink stays in the branch and the user\'s index', () => {
+    put('private/real.md', record('real', 'Real'));
+    expect(scan()).toMatchObject({ added: ['private/real.md'], git: { state: 'committed' } });
+    // The user's own repository, added in the vault's as a gitlink (as `git submodule add` does).
+    const ext = join(vault, 'private/ext');
+    mkdirSync(ext);
+    userGit(sb, ext, ['init', '-q', '-b', 'main']);
+    writeFileSync(join(ext, 'note.md'), record('ext-note', 'Ext note'));
+    mkdirSync(join(ext, 'deeper'));
+    writeFileSync(join(ext, 'deeper/more.md'), '# more\n');
+    userGit(sb, ext, ['add', '-A']);
+    userGit(sb, ext, ['commit', '-q', '-m', 'ext']);
+    userGit(sb, vault, ['add', 'private/ext']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'user: submodule']);
+    const gitlink = userGit(sb, vault, ['ls-files', '-s', 'private/ext']);
+    expect(gitlink).toMatch(/^160000 /);
+    put('private/other.md', record('other', 'Other'));
+    const r = scan();
+    expect(r).toMatchObject({ added: ['private/other.md'], deleted: [], git: { state: 'committed' } });
+    expect(codes(r)).toEqual(['nested-repository private/ext']);
+    expect(userGit(sb, vault, ['ls-tree', 'main', 'private/ext'])).toMatch(/^160000 commit /);
+    expect(userGit(sb, vault, ['ls-files', '-s', 'private/ext'])).toBe(gitlink);
+    expect(userGit(sb, vault, ['status', '--porcelain']).trim()).toBe('');
+    expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], git: null });
+  });
+
+  it('a name Git takes for its own .git folder (git~1) is reported and never committed: no user commit could keep it', () => {
+    put('private/real.md', record('real', 'Real'));
+    put('private/git~1/evil.md', record('evil', 'Evil'));
+    put('private/notes/GIT~1. /x.yaml', 'x: 1\n');
+    const r = scan();
+    expect(r.added).toEqual(['private/real.md']);
+    expect(codes(r)).toEqual(['invalid-name private/git~1/evil.md', 'invalid-name private/notes/GIT~1. /x.yaml']);
+    expect(tree(r.git!.commit!)).toEqual(['private/real.md']);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no']).trim()).toBe('');
+  });
+
   it('a file over 256 MiB is reported as too-large and never read; the rest of the scan commits, and what was recorded of it is kept', () => {
     put('private/kept.md', record('kept', 'Kept'));
     put('private/edited.md', record('ed', 'Edited'));

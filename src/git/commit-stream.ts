@@ -61,6 +61,21 @@ export function quotePath(path: string): Buffer {
   return Buffer.from(parts);
 }
 
+/** Code points HFS+ ignores in names (git's utf8.c next_hfs_char): ".g\u200cit" is ".git" there. */
+const HFS_IGNORED = /[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/gu;
+
+/**
+ * Whether a path component is one Git's index refuses as `.git` by another
+ * name (core.protectNTFS, on by default: `git~1`, trailing dots or spaces;
+ * core.protectHFS: ignorable code points), or `.git` itself. Such a path
+ * could be committed but never enter a user's index, whose next commit would
+ * then delete it [GIT-10].
+ */
+export function isGitDirAlias(component: string): boolean {
+  const c = component.replace(HFS_IGNORED, '').toLowerCase();
+  return /^(?:\.git|git~1)[. ]*(?::.*)?$/.test(c);
+}
+
 /**
  * Reject paths that could escape the tree or write Knowledge's private files
  * into history [GIT-13]. The caller validated them already; this is a guard
@@ -73,7 +88,7 @@ export function assertCommittablePath(path: string): void {
     path.endsWith('/') ||
     path.includes('\\') ||
     path.includes('\0') ||
-    path.split('/').some((c) => c === '' || c === '.' || c === '..' || c.toLowerCase() === '.git') ||
+    path.split('/').some((c) => c === '' || c === '.' || c === '..' || isGitDirAlias(c)) ||
     path === 'vault.json' ||
     path === '.knowledge-history' ||
     path.startsWith('.knowledge-history/');

@@ -54,6 +54,10 @@ function tree(): string {
   put('private/evidence/ab/src-1.yaml');
   put('private/evidence/ab/src-1/original.md');
   put('private/evidence/old-src/original.md');
+  // Another repository's work tree (a submodule): neither walked nor listed below itself.
+  put('private/ext/.git/HEAD', 'ref: refs/heads/main\n');
+  put('private/ext/note.md');
+  put('private/ext/sub/deeper.md');
   mkdirSync(join(vault, 'private', 'empty'), { recursive: true });
   symlinkSync('/etc/hostname', join(vault, 'private', 'pages', '01', 'link.md'));
   symlinkSync(join(vault, 'private', 'notes'), join(vault, 'private', 'linked-dir'));
@@ -84,6 +88,8 @@ describe('prefetched walk', () => {
     }
     expect(all).not.toContain('.obsidian');
     expect(all).not.toContain('original.md');
+    expect(all).toContain('diag nested-repository private/ext ');
+    expect(all).not.toContain('private/ext/');
   });
 
   it('reads a baseline ahead: every Markdown and YAML file comes with exactly its bytes, hash and fingerprint, and the walk is unchanged', () => {

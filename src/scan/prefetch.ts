@@ -125,6 +125,8 @@ parentPort.on('message', (job) => {
           out.push({ abs, code: String((e && e.code) || e), names: '', types: null, stats: null, errors: null });
           continue;
         }
+        // Another repository's work tree (walk.ts): listed, so the walk sees its .git, and no deeper.
+        const nested = relIn !== '' && list.some((e) => e.name === '.git');
         const types = new Uint8Array(list.length);
         const stats = new Float64Array(list.length * ${STAT_WIDTH});
         let errors = null;
@@ -137,7 +139,7 @@ parentPort.on('message', (job) => {
           names.push(e.name);
           if (e.isFile()) {
             types[i] = ${T_FILE};
-            if (task.readAhead && scanned.test(e.name) && !ignored.test(e.name) && !e.name.includes('\uFFFD') && Atomics.load(inFlight, 0) < job.readAheadBytes) {
+            if (task.readAhead && !nested && scanned.test(e.name) && !ignored.test(e.name) && !e.name.includes('\uFFFD') && Atomics.load(inFlight, 0) < job.readAheadBytes) {
               const r = reader.read(abs + '/' + e.name);
               if (r.kind === 'ok') {
                 const at = i * ${STAT_WIDTH};
@@ -171,7 +173,7 @@ parentPort.on('message', (job) => {
           } else if (e.isDirectory()) {
             types[i] = ${T_DIR};
             const child = relIn === '' ? e.name : relIn + '/' + e.name;
-            if (task.recursive && !skip(child)) stack.push(child);
+            if (task.recursive && !nested && !skip(child)) stack.push(child);
           } else if (e.isSymbolicLink()) types[i] = ${T_LINK};
         }
         let pool = null;
@@ -468,7 +470,10 @@ function startPrefetch(vault: string, pdirs: readonly string[], readAhead: reado
       const abs = t.relIn === '' ? `${vault}/${t.pdir}` : `${vault}/${t.pdir}/${t.relIn}`;
       let dirs: string[];
       try {
-        dirs = readdirSync(abs, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+        const entries = readdirSync(abs, { withFileTypes: true });
+        // Another repository's work tree is listed, never below (walk.ts).
+        const nested = t.relIn !== '' && entries.some((e) => e.name === '.git');
+        dirs = nested ? [] : entries.filter((e) => e.isDirectory()).map((e) => e.name);
       } catch {
         continue; // a task of its own: a worker meets the same error and the walk reports it
       }

@@ -27,6 +27,14 @@ describe('what a scan ignores is fixed [SCAN-1]', () => {
     expect(pathProblem('private/a\nb.md')).toMatch(/control/);
     expect(pathProblem('private/ok.md')).toBeNull();
   });
+  it('refuses the names Git takes for its own .git folder (core.protectNTFS / protectHFS), and only those', () => {
+    for (const p of ['private/git~1/a.md', 'private/GIT~1/a.md', 'private/x/git~1. . /a.md', 'private/\u200c.git/a.md', 'private/.g\u200dit/a.md', 'private/git~1:stream/a.md']) {
+      expect(pathProblem(p), p).toMatch(/Git takes .* for its own \.git folder/);
+    }
+    for (const p of ['private/git~1.md', 'private/git~2/a.md', 'private/git/a.md', 'private/dotgit/a.md', 'private/my.git/a.md', 'private/git~10/a.md']) {
+      expect(pathProblem(p), p).toBeNull();
+    }
+  });
   it('shows bytes that are not UTF-8 as \\xNN and keeps the rest', () => {
     expect(showRawName(Buffer.from([0x61, 0xff, 0xc3, 0xa9, 0x2e, 0x6d, 0x64]))).toBe('a\\xffé.md');
   });

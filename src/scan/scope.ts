@@ -24,6 +24,7 @@
  * Pure functions of names, so the walker and the set of recorded files are
  * filtered by exactly the same rule.
  */
+import { isGitDirAlias } from '../git/commit-stream.js';
 
 export const SCANNED_EXT_RE = /\.(?:md|markdown|ya?ml)$/i;
 // One test for every ignore rule (hidden, backup/autosave, Office owner files,
@@ -75,6 +76,8 @@ export function inScanScope(path: string, pdir: string): boolean {
 export function pathProblem(path: string): string | null {
   if (CONTROL_RE.test(path)) return 'the name contains control characters';
   if (path.includes('\\')) return 'the name contains a backslash, which Git cannot store portably';
+  const alias = path.split('/').find(isGitDirAlias);
+  if (alias !== undefined) return `Git takes "${alias}" for its own .git folder and keeps it out of every index`;
   if (Buffer.byteLength(path, 'utf8') > 4096) return 'the path is longer than 4096 bytes';
   return null;
 }

@@ -28,8 +28,10 @@ export type DiagnosticCode =
   | 'unreadable'
   /** A file larger than a scan reads (256 MiB): not checkpointed; what Knowledge recorded of it is kept. */
   | 'too-large'
-  /** A name that is not valid UTF-8 or cannot be committed (control characters, backslash). */
+  /** A name that is not valid UTF-8 or cannot be committed (control characters, backslash, `git~1` and other names Git takes for `.git`). */
   | 'invalid-name'
+  /** A folder holding a `.git` of its own (a submodule, a clone): not scanned; what Knowledge recorded under it is kept. */
+  | 'nested-repository'
   /** A FIFO, socket or device named like a record. */
   | 'special-file'
   /** The file kept changing while it was read; the next scan picks it up. */

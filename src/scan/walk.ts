@@ -3,7 +3,8 @@
  * lstat only — no file is opened here. Symbolic links are reported and
  * never followed (so nothing outside the vault is ever reached); folders we
  * may not read are reported and "blocked", so what Knowledge recorded under
- * them is kept rather than mistaken for deletions.
+ * them is kept rather than mistaken for deletions; so are folders holding a
+ * `.git` of their own (another repository's work tree, e.g. a submodule).
  */
 import { lstatSync, readdirSync } from 'node:fs';
 import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
@@ -101,6 +102,13 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
       const code = errCode(err);
       if (code === 'ENOENT' || code === 'ENOTDIR') continue; // removed while we walked: files under it are re-checked
       sink.diagnostic({ path: relVault, code: 'unreadable', reason: `cannot list this folder (${code ?? (err as Error).message}); what Knowledge recorded under it is kept` });
+      sink.blocked(relVault);
+      continue;
+    }
+    if (relIn !== '' && entries.some((e) => e.name === '.git')) {
+      // Another repository's work tree (a submodule, a clone): its files are that repository's.
+      // Committed here, they would replace its gitlink in the vault's history and index [GIT-10].
+      sink.diagnostic({ path: relVault, code: 'nested-repository', reason: 'a Git repository of its own (it holds .git): not scanned; what Knowledge recorded under it is kept' });
       sink.blocked(relVault);
       continue;
     }
