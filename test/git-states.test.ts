@@ -178,6 +178,25 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
     expect(JSON.parse(cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']).stdout).git.state).toBe('committed');
   });
 
+  it('a .git folder where index.lock cannot be created: pending permission, not locked', () => {
+    publish();
+    const gitDir = join(vault, '.git');
+    const lock = (on: boolean) => {
+      if (isRoot) execFileSync('chattr', [on ? '+i' : '-i', gitDir]);
+      else chmodSync(gitDir, on ? 0o555 : 0o755);
+    };
+    lock(true);
+    try {
+      const p = publish();
+      expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'pending', code: 'permission' });
+      expect(existsSync(join(gitDir, 'index.lock'))).toBe(false);
+    } finally {
+      lock(false);
+    }
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
+    expect(JSON.parse(cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']).stdout).git.state).toBe('committed');
+  });
+
   it('an unwritable repository: pending permission', () => {
     publish();
     const dirs = [join(vault, '.git/objects'), join(vault, '.git/objects/pack')];

@@ -288,7 +288,7 @@ export async function commitChain(
   // user's can read the old index against the new tip (index-lock.ts). A
   // held lock is reported and left in place [GIT-19].
   const held = await holdIndexLock(repo.gitDir);
-  if (!held.ok) return pend('locked', held.reason);
+  if (!held.ok) return pend(held.code, held.reason);
   const gitDir = repo.gitDir;
   // Nobody else writes the index while we hold its lock: this is the index finishIndex will copy.
   const cleanBefore = isKnownClean(gitDir, await indexIdentity(gitDir));
@@ -346,7 +346,7 @@ export async function commitChain(
 export async function runIndexJobLocked(runner: GitRunner, vault: string, gitDir: string, job: IndexJob): Promise<IndexSyncOutcome> {
   if (job.paths.length === 0) return runIndexJob(runner, vault, job);
   const held = await holdIndexLock(gitDir);
-  if (!held.ok) return { ok: false, code: 'locked', reason: held.reason };
+  if (!held.ok) return { ok: false, code: held.code, reason: held.reason };
   return indexJobUnder(held.lock, runner, vault, job);
 }
 

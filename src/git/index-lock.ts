@@ -36,7 +36,13 @@ export interface HeldIndexLock {
   release(): Promise<void>;
 }
 
-export type IndexLockResult = { ok: true; lock: HeldIndexLock } | { ok: false; reason: string };
+export type IndexLockResult = { ok: true; lock: HeldIndexLock } | { ok: false; code: 'locked' | 'permission' | 'git-error'; reason: string };
+
+/** The pending code of a failure to create or take over the lock file. */
+function lockFailureCode(err: unknown): 'permission' | 'git-error' {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'permission' : 'git-error';
+}
 
 function markerText(): string {
   return `${MARKER} ${process.pid} ${processStartTicks(process.pid) ?? '-'}\n`;
@@ -120,9 +126,9 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     await createWithMarker(gitDir, lockPath);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EEXIST') return { ok: false, reason: `cannot create ${lockPath}: ${(err as Error).message}` };
+    if (code !== 'EEXIST') return { ok: false, code: lockFailureCode(err), reason: `cannot create ${lockPath}: ${(err as Error).message}` };
     if (!(await isOwnStaleLock(lockPath))) {
-      return { ok: false, reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
+      return { ok: false, code: 'locked', reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
     }
     // Left by a killed Knowledge process, maybe after it moved the branch and
     // before the index followed: taken over in one rename, never removed
@@ -131,7 +137,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     try {
       await takeOver(gitDir, lockPath);
     } catch (e) {
-      return { ok: false, reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
+      return { ok: false, code: lockFailureCode(e), reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
     }
   }
   // Ours while we hold index.lock: a temp index, and git's lock on it, left by a killed run
