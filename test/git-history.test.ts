@@ -126,4 +126,19 @@ describe('[GIT-10] the user\'s own work in the repository is never touched', () 
     expect(userGit(sb, vault, ['show', '--name-status', '--format=', 'HEAD']).trim()).toBe('M\tprivate/staged-empty.md');
     expect(userGit(sb, vault, ['ls-tree', '-r', '--name-only', 'HEAD']).trim().split('\n')).toContain('private/new.md');
   });
+
+  it('the user\'s skip-worktree and assume-unchanged flags on files a scan commits are kept', () => {
+    mkdirSync(join(vault, 'private'), { recursive: true });
+    for (const n of ['s', 'h', 'plain']) writeFileSync(join(vault, 'private', `${n}.md`), `# ${n}\n`);
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    userGit(sb, vault, ['update-index', '--skip-worktree', 'private/s.md']);
+    userGit(sb, vault, ['update-index', '--assume-unchanged', 'private/h.md']);
+    for (const n of ['s', 'h', 'plain']) writeFileSync(join(vault, 'private', `${n}.md`), `# ${n}, edited\n`);
+    const r = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout) as { modified: string[]; git: { state: string } };
+    expect(r).toMatchObject({ modified: ['private/h.md', 'private/plain.md', 'private/s.md'], git: { state: 'committed' } });
+    // The entries hold the committed blobs, with the user's flags as they were.
+    expect(userGit(sb, vault, ['ls-files', '-v', 'private']).trim().split('\n').sort()).toEqual(['H private/plain.md', 'S private/s.md', 'h private/h.md']);
+    expect(userGit(sb, vault, ['diff', '--cached', '--name-only']).trim()).toBe('');
+    expect(userGit(sb, vault, ['ls-files', '-s', 'private/s.md'])).toContain(userGit(sb, vault, ['rev-parse', 'HEAD:private/s.md']).trim());
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { intentToAddPaths, parseFilterSections, planIndexUpdate, type Entry, type IndexJob } from './index-sync.js';
+import { intentToAddPaths, parseFilterSections, parseLsFiles, planIndexUpdate, type Entry, type IndexJob } from './index-sync.js';
 
 const e = (oid: string, mode = '100644'): Entry => ({ mode, oid: oid.repeat(40).slice(0, 40) });
 const A = e('a');
@@ -39,7 +39,7 @@ describe('planIndexUpdate [GIT-10]', () => {
 
   it('an unresolved conflict on a path is never touched', () => {
     const p = plan(job({ newSteps: [new Map([['p.md', B]])] }), { T: { 'p.md': A } }, {}, ['p.md']);
-    expect(p).toEqual({ lines: [], updated: 0, skipped: 1 });
+    expect(p).toEqual({ lines: [], written: [], updated: 0, skipped: 1 });
   });
 
   it('after a crash, entries of the reused commits and of their parent all count as Knowledge\'s', () => {
@@ -95,5 +95,21 @@ describe('intentToAddPaths', () => {
     const out = Buffer.from(`staged.md\0${block('0')}ita.md\0${block('20004000')}odd\nname flags: 20000000.md\0${block('4000')}ext.md\0${block('60000000')}`);
     expect(intentToAddPaths(out)).toEqual(['ita.md', 'ext.md']);
     expect(intentToAddPaths(Buffer.alloc(0))).toEqual([]);
+  });
+});
+
+describe('parseLsFiles: `ls-files -s -v -z` entries, conflicts and the user\'s flags', () => {
+  it('reads the tag of each entry: S skip-worktree, lower case assume-unchanged; unmerged stages are conflicts', () => {
+    const oid = 'a'.repeat(40);
+    const out = Buffer.from([`H 100644 ${oid} 0\tp.md`, `S 100644 ${oid} 0\ts.md`, `h 100644 ${oid} 0\th.md`, `s 100755 ${oid} 0\tsh.md`, `M 100644 ${oid} 1\tc.md`, `M 100644 ${oid} 2\tc.md`, `H 100644 ${oid} 0\tother.md`, ''].join('\0'));
+    const r = parseLsFiles(out, new Set(['p.md', 's.md', 'h.md', 'sh.md', 'c.md']));
+    expect([...r.entries.keys()]).toEqual(['p.md', 's.md', 'h.md', 'sh.md']);
+    expect(r.entries.get('sh.md')).toEqual({ mode: '100755', oid });
+    expect([...r.conflicted]).toEqual(['c.md']);
+    expect(Object.fromEntries(r.flags)).toEqual({
+      's.md': { skipWorktree: true, assumeUnchanged: false },
+      'h.md': { skipWorktree: false, assumeUnchanged: true },
+      'sh.md': { skipWorktree: true, assumeUnchanged: true },
+    });
   });
 });

@@ -59,6 +59,8 @@ export interface IndexJob {
 export interface IndexRead {
   user: Map<string, Entry>;
   conflicted: Set<string>;
+  /** Entries of the user's carrying skip-worktree or assume-unchanged. */
+  flags: Map<string, EntryFlags>;
   /** Environment that blanks every configured filter driver for an index write (filterOverrides). */
   filters: FilterBlank;
 }
@@ -70,8 +72,16 @@ export interface FilterBlank {
 export interface IndexPlan {
   /** `git update-index -z --index-info` records. */
   lines: string[];
+  /** Paths written with an entry (not removed), in the order of `lines`. */
+  written: string[];
   updated: number;
   skipped: number;
+}
+
+/** The user's own flags on an index entry, which `--index-info` drops (it writes a fresh entry). */
+export interface EntryFlags {
+  skipWorktree: boolean;
+  assumeUnchanged: boolean;
 }
 
 /**
@@ -89,7 +99,7 @@ export function planIndexUpdate(input: {
   const { job, trees, user, conflicted } = input;
   const zero = '0'.repeat(job.objectFormat === 'sha256' ? 64 : 40);
   const treeEntry = (commit: string | null, path: string): Entry | null => (commit === null ? null : (trees.get(commit)?.get(path) ?? null));
-  const plan: IndexPlan = { lines: [], updated: 0, skipped: 0 };
+  const plan: IndexPlan = { lines: [], written: [], updated: 0, skipped: 0 };
   for (const path of new Set(job.paths)) {
     if (conflicted.has(path)) {
       plan.skipped++; // a conflict is the user's to resolve
@@ -111,6 +121,7 @@ export function planIndexUpdate(input: {
       continue;
     }
     plan.lines.push(final ? `${final.mode} ${final.oid}\t${path}\0` : `0 ${zero}\t${path}\0`);
+    if (final) plan.written.push(path);
     plan.updated++;
   }
   return plan;
@@ -152,6 +163,18 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
     dropOverrides: ['core.untrackedCache'],
   });
   if (up.code !== 0) return fail(up.stderr, up.timedOut);
+  // The user's skip-worktree (sparse checkout) and assume-unchanged flags on the entries just written, put back.
+  for (const [flag, has] of [['--skip-worktree', (f: EntryFlags) => f.skipWorktree], ['--assume-unchanged', (f: EntryFlags) => f.assumeUnchanged]] as const) {
+    const paths = plan.written.filter((path) => { const f = pre.flags.get(path); return f !== undefined && has(f); });
+    if (paths.length === 0) continue;
+    const r = await runner.run(['update-index', flag, '-z', '--stdin'], {
+      cwd: vault,
+      env: { ...vaultEnv(vault), ...pre.filters.env, ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) },
+      input: paths.map((path) => `${path}\0`).join(''),
+      dropOverrides: ['core.untrackedCache'],
+    });
+    if (r.code !== 0) return fail(r.stderr, r.timedOut);
+  }
   // A path the index refuses (core.protectNTFS/HFS: `git~1/x`) is skipped with a
   // warning and exit 0: the index would not hold what the branch does.
   const ignored = /^Ignoring path (.*)$/m.exec(up.stderr);
@@ -172,12 +195,12 @@ export async function readIndex(
   // Literal pathspecs: a vault file may be called "*.md" or ":(top)x".
   const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1', ...(opts.indexFile ? { GIT_INDEX_FILE: opts.indexFile } : {}) };
   const [ls, filters] = await Promise.all([
-    runner.run(['ls-files', '-s', '-z', ...pathspecArgs(paths)], { cwd: vault, env }),
+    runner.run(['ls-files', '-s', '-v', '-z', ...pathspecArgs(paths)], { cwd: vault, env }),
     filterOverrides(runner, vault),
   ]);
   if (ls.code !== 0) return fail(ls.stderr, ls.timedOut);
   if (!('env' in filters)) return filters;
-  const { entries, conflicted } = parseLsFiles(ls.stdout, new Set(paths));
+  const { entries, conflicted, flags } = parseLsFiles(ls.stdout, new Set(paths));
   // An intent-to-add entry (`git add -N`) stages no content, though it reads as the empty blob: it counts as
   // no entry. Kept as the user's, it would stage the deletion of what the checkpoint just committed.
   const empty = [...entries].filter(([, e]) => e.oid === EMPTY_BLOB.sha1 || e.oid === EMPTY_BLOB.sha256).map(([path]) => path);
@@ -186,7 +209,7 @@ export async function readIndex(
     if (dbg.code !== 0) return fail(dbg.stderr, dbg.timedOut);
     for (const path of intentToAddPaths(dbg.stdout)) entries.delete(path);
   }
-  return { user: entries, conflicted, filters };
+  return { user: entries, conflicted, flags, filters };
 }
 
 const EMPTY_BLOB = {
@@ -360,17 +383,26 @@ export function parseLsTree(out: Buffer, wanted: ReadonlySet<string>): Map<strin
 }
 
 /** Parse `ls-files -s -z`: "mode oid stage\tpath\0". Stage > 0 marks a conflict we never touch. */
-export function parseLsFiles(out: Buffer, wanted: ReadonlySet<string>): { entries: Map<string, Entry>; conflicted: Set<string> } {
+export function parseLsFiles(out: Buffer, wanted: ReadonlySet<string>): { entries: Map<string, Entry>; conflicted: Set<string>; flags: Map<string, EntryFlags> } {
   const entries = new Map<string, Entry>();
   const conflicted = new Set<string>();
+  const flags = new Map<string, EntryFlags>();
   for (const rec of out.toString('utf8').split('\0')) {
     const tab = rec.indexOf('\t');
     if (tab < 0) continue;
-    const [mode = '', oid = '', stage = '0'] = rec.slice(0, tab).split(' ');
+    const fields = rec.slice(0, tab).split(' ');
+    // With -v, a tag first: S skip-worktree, lower case assume-unchanged (H / h otherwise).
+    const tag = fields.length === 4 ? fields.shift()! : 'H';
+    const [mode = '', oid = '', stage = '0'] = fields;
     const path = rec.slice(tab + 1);
     if (!wanted.has(path)) continue;
-    if (stage !== '0') conflicted.add(path);
-    else entries.set(path, { mode, oid });
+    if (stage !== '0') {
+      conflicted.add(path);
+      continue;
+    }
+    entries.set(path, { mode, oid });
+    const f = { skipWorktree: tag.toUpperCase() === 'S', assumeUnchanged: tag !== tag.toUpperCase() };
+    if (f.skipWorktree || f.assumeUnchanged) flags.set(path, f);
   }
-  return { entries, conflicted };
+  return { entries, conflicted, flags };
 }
