@@ -156,29 +156,30 @@ export async function runIndexJob(runner: GitRunner, vaultDir: string, job: Inde
   // --index-info takes index.lock the normal way; a held lock is reported and
   // left in place [GIT-19]. Entries carry no stat data; `git status` refreshes
   // them (we do not refresh: that would run the user's clean filters [GIT-12]).
+  const env = { ...vaultEnv(vault), ...pre.filters.env, ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) };
   const up = await runner.run(['update-index', '--add', '--replace', '-z', '--index-info'], {
     cwd: vault,
-    env: { ...vaultEnv(vault), ...pre.filters.env, ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) },
+    env,
     input: plan.lines.join(''),
     dropOverrides: ['core.untrackedCache'],
   });
   if (up.code !== 0) return fail(up.stderr, up.timedOut);
+  // A path the index refuses (core.protectNTFS/HFS: `git~1/x`) is skipped with a
+  // warning and exit 0: the index would not hold what the branch does.
+  const ignored = /^Ignoring path (.*)$/m.exec(up.stderr);
+  if (ignored) return { ok: false, code: 'git-error', reason: `git refused to put ${ignored[1]} in the index` };
   // The user's skip-worktree (sparse checkout) and assume-unchanged flags on the entries just written, put back.
   for (const [flag, has] of [['--skip-worktree', (f: EntryFlags) => f.skipWorktree], ['--assume-unchanged', (f: EntryFlags) => f.assumeUnchanged]] as const) {
     const paths = plan.written.filter((path) => { const f = pre.flags.get(path); return f !== undefined && has(f); });
     if (paths.length === 0) continue;
     const r = await runner.run(['update-index', flag, '-z', '--stdin'], {
       cwd: vault,
-      env: { ...vaultEnv(vault), ...pre.filters.env, ...(job.indexFile ? { GIT_INDEX_FILE: job.indexFile } : {}) },
+      env,
       input: paths.map((path) => `${path}\0`).join(''),
       dropOverrides: ['core.untrackedCache'],
     });
     if (r.code !== 0) return fail(r.stderr, r.timedOut);
   }
-  // A path the index refuses (core.protectNTFS/HFS: `git~1/x`) is skipped with a
-  // warning and exit 0: the index would not hold what the branch does.
-  const ignored = /^Ignoring path (.*)$/m.exec(up.stderr);
-  if (ignored) return { ok: false, code: 'git-error', reason: `git refused to put ${ignored[1]} in the index` };
   return { ok: true, updated: plan.updated, skipped: plan.skipped };
 }
 
