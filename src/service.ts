@@ -6,6 +6,7 @@
  */
 import { KnowledgeError, isKnowledgeError } from './errors.js';
 import { openStore, type Store } from './store/store.js';
+import { partitionOfPath } from './store/layout.js';
 import { isDirectory, isFile } from './fsutil.js';
 import { GitRunner, type GitRunnerOptions } from './git/runner.js';
 import { checkRequestShape, newPublicationId, planPublication, requestHash } from './publish/validate.js';
@@ -351,7 +352,11 @@ export class KnowledgeService {
       if (!gone) throw err;
       rec = gone;
     }
-    return readHistory(this.runner, this.store.paths.vault, this.store.db, rec);
+    const mayRead = (path: string) => {
+      const p = partitionOfPath(path);
+      return p !== null && canAccessPartition(caller, p);
+    };
+    return readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead);
   }
 
   /** Unified diff between two committed versions (full commit ids listed by recordHistory). */

@@ -4,7 +4,7 @@
  * the core service as the operator and as agents, and through the CLI.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeFileSync, appendFileSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { writeFileSync, appendFileSync, mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
@@ -439,6 +439,41 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     ]);
     const d = await reader().recordDiff(OP, 'rec-h', h.versions[3]!.commit, h.versions[0]!.commit);
     expect(d.patch).toContain(`rename to ${newPath}`);
+  });
+
+  it('rename detection that crosses into another file (a broken one, in a conversation) ends the history there: nothing of it is listed or diffed [SURF-3]', async () => {
+    const body = 'A long shared body line that makes the two files similar enough for git rename detection.\n';
+    const file = (id: string, title: string, scope: string, broken = false) =>
+      `---\nformat: knowledge-record-v1\nid: ${id}\nrevision: 1\nkind: page\ntitle: ${title}\nrecorded_at: "2025-01-01T00:00:00Z"\nupdated_at: "2025-01-01T00:00:00Z"\nscope: "${scope}"\nlifecycle: active\n${broken ? '' : '---\n'}${body}`;
+    const conv = join(vault, 'conversations/c1/notes');
+    const priv = join(vault, 'private/notes');
+    mkdirSync(conv, { recursive: true });
+    mkdirSync(priv, { recursive: true });
+    const scan = () => expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+    writeFileSync(join(conv, 'a.md'), file('a-1', 'Alpha secret', 'conversation:c1'));
+    scan();
+    writeFileSync(join(conv, 'a.md'), file('a-1', 'Alpha secret', 'conversation:c1', true)); // its closing --- gone
+    scan();
+    rmSync(join(conv, 'a.md'));
+    writeFileSync(join(priv, 'b.md'), file('b-2', 'Beta page', 'private'));
+    scan();
+    // Git's --follow takes the new file for a rename of the broken one.
+    expect(userGit(sb, vault, ['log', '--follow', '--format=%h', '--name-only', '--', 'private/notes/b.md'])).toContain('conversations/c1/notes/a.md');
+    const agent: Caller = { kind: 'agent', agentId: 'bot' }; // no session: private only
+    for (const caller of [agent, OP]) {
+      const h = await reader().recordHistory(caller, 'b-2');
+      expect(h.versions.map((v) => v.path)).toEqual(['private/notes/b.md']);
+    }
+    // A record moved out of a conversation keeps that conversation's versions from a caller who cannot read it.
+    writeFileSync(join(conv, 'm.md'), file('m-3', 'Moving', 'conversation:c1'));
+    scan();
+    rmSync(join(conv, 'm.md'));
+    writeFileSync(join(priv, 'm.md'), file('m-3', 'Moving', 'private'));
+    scan();
+    expect((await reader().recordHistory(OP, 'm-3')).versions.map((v) => v.path)).toEqual(['private/notes/m.md', 'conversations/c1/notes/m.md']);
+    expect((await reader().recordHistory(agent, 'm-3')).versions.map((v) => v.path)).toEqual(['private/notes/m.md']);
+    const withC1: Caller = { kind: 'agent', agentId: 'bot', session: 'c1' };
+    expect((await reader().recordHistory(withC1, 'm-3')).versions).toHaveLength(2);
   });
 
   it('a record whose file was deleted (seen by a scan) keeps its history, to read, diff and recover; show says where to look', async () => {

@@ -87,10 +87,21 @@ export function queuedVersions(db: DB, path: string): number {
 
 /**
  * Every committed version of the record at `path`, newest first, following
- * renames (`git log --follow`). A version whose frontmatter names another id
- * is left out: rename detection crossed into a different record's file.
+ * renames (`git log --follow`). Git's rename detection guesses by
+ * similarity, and may cross into another file: the history ends at the
+ * first version that is not this record's — one whose frontmatter names
+ * another id, or names none (a broken file) at a path other than the
+ * version after it — and at the first version in a partition `mayRead`
+ * refuses (a record moved out of a conversation the caller cannot read
+ * keeps that conversation's versions to itself) [SURF-3].
  */
-export async function readHistory(runner: GitRunner, vaultDir: string, db: DB, rec: { id: string; path: string }): Promise<RecordHistory> {
+export async function readHistory(
+  runner: GitRunner,
+  vaultDir: string,
+  db: DB,
+  rec: { id: string; path: string },
+  mayRead: (path: string) => boolean = () => true,
+): Promise<RecordHistory> {
   const base = { id: rec.id, path: rec.path, queued: queuedVersions(db, rec.path) };
   const opened = await openHistoryRepo(runner, vaultDir);
   if (!opened.ok) return { ...base, versions: [], git: opened.git };
@@ -118,11 +129,15 @@ export async function readHistory(runner: GitRunner, vaultDir: string, db: DB, r
   const objects = parseCatFileBatch(cat.stdout, entries.length);
 
   const versions: RecordVersion[] = [];
-  entries.forEach((e, i) => {
+  let newer = rec.path;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
     const obj = objects[i];
-    if (!obj?.found) return; // not a version of the file (e.g. a merge listing)
+    if (!obj?.found) continue; // not a version of the file (e.g. a merge listing)
+    if (!mayRead(e.path)) break;
     const facts = versionFacts(obj.bytes);
-    if (facts.id !== null && facts.id !== rec.id) return;
+    if (facts.id !== null ? facts.id !== rec.id : e.path !== newer) break;
+    newer = e.path;
     const v: RecordVersion = {
       commit: e.commit,
       parent: e.parent,
@@ -135,7 +150,7 @@ export async function readHistory(runner: GitRunner, vaultDir: string, db: DB, r
     if (e.publicationId) v.publicationId = e.publicationId;
     if (e.scanId) v.scanId = e.scanId;
     versions.push(v);
-  });
+  }
   return { ...base, versions, git };
 }
 
