@@ -347,6 +347,10 @@ describe('[READ-1] reading one record', () => {
     const base = s.readRecord(OP, 'rec-base');
     expect(base.backlinks.map((b) => b.id).sort()).toEqual(['rec-claim', 'rec-rel']);
     expect(base.backlinksTotal).toBe(2);
+    // A wiki link written with spaces inside the brackets is a link both ways.
+    publish([{ id: 'rec-spaced', title: 'Spaced link', body: 'See [[ rec-base ]] too.' }]);
+    expect(s.readRecord(OP, 'rec-spaced').links).toEqual(['rec-base']);
+    expect(s.readRecord(OP, 'rec-base').backlinks.map((b) => b.id).sort()).toEqual(['rec-claim', 'rec-rel', 'rec-spaced']);
 
     // Edited outside Knowledge: the index still describes the published version; the text is what is on disk.
     appendFileSync(join(vault, claim.records[0]!.path), 'edited by hand\n');

@@ -181,7 +181,8 @@ export function findBacklinks(db: DB, readable: 'all' | PartitionId[], id: strin
   }
   const phrase = columnPhrase('body', id);
   if (phrase !== null) {
-    const w = whereSql([{ sql: 'records_fts MATCH ?', params: [phrase] }, { sql: 'instr(r.body, ?) > 0', params: [`[[${id}`] }, scope]);
+    // The id anywhere in the body (a link may be written `[[ id ]]`); bodyLinksTo decides.
+    const w = whereSql([{ sql: 'records_fts MATCH ?', params: [phrase] }, { sql: 'instr(r.body, ?) > 0', params: [id] }, scope]);
     const rows = db.prepare(
       `SELECT r.id, r.body FROM records_fts JOIN records_fts_keys k ON k.n = records_fts.rowid JOIN records r ON r.id = k.id ${w.sql}`,
     ).all(...w.params) as Array<{ id: string; body: string }>;
