@@ -109,15 +109,55 @@ export async function readHistory(
   const git: HistoryGit = { state: 'ready', branch: repo.branch, head: repo.head };
   if (repo.head === null) return { ...base, versions: [], git };
 
+  const versions: SegmentVersion[] = [];
+  // Where to go on from when Git's rename detection ends: a scan that paired a moved and edited
+  // file by its record id recorded the rename in its receipt, which Git could not guess.
+  const scanRenames = db.prepare('SELECT receipt FROM scans WHERE scan_id = ?').pluck();
+  let from: string = repo.head;
+  let path = rec.path;
+  for (let hop = 0; hop < MAX_RENAME_HOPS; hop++) {
+    const segment = await readSegment(runner, repo, from, path, rec.id, mayRead);
+    if ('state' in segment) return { ...base, versions: [], git: segment };
+    versions.push(...segment.versions);
+    const oldest = segment.versions[segment.versions.length - 1];
+    if (!segment.complete || !oldest || !oldest.added || !oldest.scanId || !oldest.parent) break;
+    const receipt = scanRenames.get(oldest.scanId) as string | undefined;
+    const renamed = receipt ? ((JSON.parse(receipt) as { renamed?: Array<{ from: string; to: string }> }).renamed ?? []) : [];
+    const before = renamed.find((r) => r.to === oldest.path)?.from;
+    if (!before) break;
+    from = oldest.parent;
+    path = before;
+  }
+  return { ...base, versions: versions.map(({ added: _added, ...v }) => v), git };
+}
+
+/** Renames recorded by scans followed, at most, for one history. */
+const MAX_RENAME_HOPS = 64;
+
+type SegmentVersion = RecordVersion & { added: boolean };
+
+/**
+ * The versions `git log --follow` lists for `path` from commit `from`, newest
+ * first, cut where they stop being this record's (see readHistory).
+ * `complete`: the log ran out rather than being cut.
+ */
+async function readSegment(
+  runner: GitRunner,
+  repo: Repo,
+  from: string,
+  path: string,
+  id: string,
+  mayRead: (path: string) => boolean,
+): Promise<{ versions: SegmentVersion[]; complete: boolean } | HistoryGit> {
   const log = await runner.run(
-    ['log', '-z', '--follow', '--name-status', '--no-color', '--no-show-signature', LOG_FORMAT, repo.head, '--', rec.path],
+    ['log', '-z', '--follow', '--name-status', '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
     { cwd: repo.vault, env: { ...repo.env, GIT_LITERAL_PATHSPECS: '1' } },
   );
-  if (log.code !== 0) return { ...base, versions: [], git: failure(log.stderr, log.timedOut) };
+  if (log.code !== 0) return failure(log.stderr, log.timedOut);
   const entries = parseLog(log.stdout.toString('utf8')).filter(
     (e): e is typeof e & { path: string } => e.path !== null && !e.status?.startsWith('D'),
   );
-  if (entries.length === 0) return { ...base, versions: [], git };
+  if (entries.length === 0) return { versions: [], complete: true };
 
   // One cat-file process for every version's bytes, not one spawn each.
   const cat = await runner.run(['cat-file', '--batch'], {
@@ -125,20 +165,20 @@ export async function readHistory(
     env: repo.env,
     input: entries.map((e) => `${e.commit}:${e.path}\n`).join(''),
   });
-  if (cat.code !== 0) return { ...base, versions: [], git: failure(cat.stderr, cat.timedOut) };
+  if (cat.code !== 0) return failure(cat.stderr, cat.timedOut);
   const objects = parseCatFileBatch(cat.stdout, entries.length);
 
-  const versions: RecordVersion[] = [];
-  let newer = rec.path;
+  const versions: SegmentVersion[] = [];
+  let newer = path;
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!;
     const obj = objects[i];
     if (!obj?.found) continue; // not a version of the file (e.g. a merge listing)
-    if (!mayRead(e.path)) break;
+    if (!mayRead(e.path)) return { versions, complete: false };
     const facts = versionFacts(obj.bytes);
-    if (facts.id !== null ? facts.id !== rec.id : e.path !== newer) break;
+    if (facts.id !== null ? facts.id !== id : e.path !== newer) return { versions, complete: false };
     newer = e.path;
-    const v: RecordVersion = {
+    const v: SegmentVersion = {
       commit: e.commit,
       parent: e.parent,
       date: e.date,
@@ -146,12 +186,13 @@ export async function readHistory(
       subject: e.subject,
       path: e.path,
       revision: facts.revision,
+      added: e.status?.startsWith('A') ?? false,
     };
     if (e.publicationId) v.publicationId = e.publicationId;
     if (e.scanId) v.scanId = e.scanId;
     versions.push(v);
   }
-  return { ...base, versions, git };
+  return { versions, complete: true };
 }
 
 /**
