@@ -151,6 +151,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
   const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
   const getTombstone = db.prepare('SELECT revision FROM record_tombstones WHERE id = ?').pluck();
+  const claimedTwice = db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1');
   const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
   const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
   const taken = (rel: string) =>
@@ -210,6 +211,11 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       const expected = labelled(label, () => draftExpectedRevision(draft));
       if (expected !== undefined) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} does not exist, so it has no revision ${expected} to revise; publish it without revision to create it [REC-4]`);
+      }
+      // Files of the vault claim this id more than once (a scan parked them): one more claim would be a
+      // record nobody can look up.
+      if (claimedTwice.get(id) !== undefined) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is claimed by more than one file of the vault (the scan's duplicate-id diagnostics name them); remove or change all but one, scan, then publish`);
       }
       // A record deleted under this id goes on from its last revision [REC-4, READ-2].
       const last = getTombstone.get(id) as number | undefined;
