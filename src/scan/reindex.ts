@@ -47,7 +47,7 @@ export class RecordIndexer {
     this.s = {
       recByPath: db.prepare('SELECT id, partition, revision FROM records WHERE path = ?'),
       delRecByPath: db.prepare('DELETE FROM records WHERE path = ?'),
-      dupByPath: db.prepare('SELECT id FROM scan_duplicate_rows WHERE path = ?').pluck(),
+      dupByPath: db.prepare('SELECT id, row FROM scan_duplicate_rows WHERE path = ?'),
       delDupRow: db.prepare('DELETE FROM scan_duplicate_rows WHERE path = ?'),
       delDupView: db.prepare('DELETE FROM duplicate_record_ids WHERE path = ?'),
       delDiags: db.prepare('DELETE FROM scan_diagnostics WHERE path = ?'),
@@ -78,6 +78,12 @@ export class RecordIndexer {
     }
   }
 
+  /** Keep the highest revision among the deleted claims of one id. */
+  private noteGone(id: string, at: { path: string; partition: string; revision: number }): void {
+    const known = this.gone.get(id);
+    if (!known || at.revision > known.revision) this.gone.set(id, at);
+  }
+
   /** Forget what a path claimed: its file is `gone` (deleted), or its bytes changed. */
   release(path: string, gone = false): void {
     const rec = this.s.recByPath.get(path) as { id: string; partition: string; revision: number } | undefined;
@@ -87,14 +93,19 @@ export class RecordIndexer {
       this.note(id);
       this.affected.add(id);
       this.released.add(id);
-      if (gone) this.gone.set(id, { path, partition: rec.partition, revision: rec.revision });
+      if (gone) this.noteGone(id, { path, partition: rec.partition, revision: rec.revision });
       if (this.claimedCount > 0) this.releasedLate = true;
     }
-    const dup = this.s.dupByPath.get(path) as string | undefined;
+    const dup = this.s.dupByPath.get(path) as { id: string; row: string } | undefined;
     if (dup !== undefined) {
       this.s.delDupRow.run(path);
       this.s.delDupView.run(path);
-      this.affected.add(dup);
+      this.affected.add(dup.id);
+      // Every claim of a duplicated id deleted at once leaves a tombstone too.
+      if (gone) {
+        const row = JSON.parse(dup.row) as IndexRow;
+        this.noteGone(dup.id, { path, partition: row.partition, revision: row.revision });
+      }
     }
     this.s.delDiags.run(path);
   }
