@@ -83,6 +83,10 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
       }
     }
     for (const { f, fp } of prints) upsertVaultFile(db, f.path, fp);
+    // What a scan found wrong with the bytes these files held (broken, invalid, in the wrong scope) is
+    // gone with them; references are re-checked by the next scan [REC-3].
+    const clearFileDiags = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code <> 'invalid-reference'");
+    for (const { f } of prints) clearFileDiags.run(f.path);
     const batchId = enqueueBatch(db, {
       kind: 'publication',
       refId: plan.publicationId,
