@@ -384,6 +384,11 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(d.prepare("SELECT path FROM duplicate_record_ids WHERE id = 'dup' ORDER BY path").pluck().all()).toEqual(['private/dup-one.md', 'private/dup-two.md']);
     expect(d.prepare("SELECT count(*) FROM records WHERE id = 'sc'").pluck().get()).toBe(1);
     d.close();
+    // A publication cannot add a third claim to it: it would be a record nobody can look up.
+    writeFileSync(join(sb.dir, 'third.md'), '---\nid: dup\nkind: page\ntitle: Third claim\n---\nbody\n');
+    const third = cli(sb, ['publish', '--store', 'st', '--json', 'third.md']);
+    expect(third.code).not.toBe(0);
+    expect(third.stderr).toMatch(/E_CONFLICT.*id dup is claimed by more than one file/);
     // Diagnostics persist while the files are unchanged, without reading them.
     const again = scan();
     expect(codes(again)).toEqual(codes(r));
@@ -400,6 +405,32 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(d.prepare("SELECT path FROM records WHERE id = 'dup'").pluck().get()).toBe('private/dup-one.md');
     expect(d.prepare("SELECT count(*) FROM duplicate_record_ids WHERE id = 'dup'").pluck().get()).toBe(0);
     d.close();
+  });
+
+  it('every file of a duplicated id deleted at once leaves a tombstone: history stays readable and a new record goes on from its revision [READ-2, REC-4]', () => {
+    publish('---\nid: d-7\nkind: page\ntitle: Dee\n---\nfirst\n');
+    const path = publish('---\nid: d-7\nrevision: 1\nkind: page\ntitle: Dee\n---\nsecond\n').records[0].path as string;
+    scan();
+    writeFileSync(join(vault, 'private/copy.md'), readFileSync(join(vault, path)));
+    expect(codes(scan())).toEqual(['duplicate-id private/copy.md', `duplicate-id ${path}`].sort());
+    unlinkSync(join(vault, path));
+    unlinkSync(join(vault, 'private/copy.md'));
+    expect(scan().deleted.sort()).toEqual(['private/copy.md', path].sort());
+    const h = cli(sb, ['history', '--store', 'st', '--json', 'd-7']);
+    expect(h.code, h.stderr).toBe(0);
+    expect(JSON.parse(h.stdout).versions.length).toBeGreaterThanOrEqual(2);
+    expect(publish('---\nid: d-7\nkind: page\ntitle: Dee again\n---\nthird\n').records[0].revision).toBe(3);
+  });
+
+  it('a publication that rewrites a file clears what scans found wrong with its old bytes (a scope mismatch)', () => {
+    put('conversations/c1/notes/a.md', record('a-1', 'Alpha page'));
+    expect(codes(scan())).toEqual(['scope-mismatch conversations/c1/notes/a.md']);
+    writeFileSync(join(sb.dir, 'fix.md'), '---\nid: a-1\nrevision: 1\nkind: page\ntitle: Alpha page\n---\nBody two.\n');
+    const r = cli(sb, ['publish', '--store', 'st', '--json', '--partition', 'conversation:c1', 'fix.md']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(join(vault, 'conversations/c1/notes/a.md'), 'utf8')).toMatch(/^scope: "?conversation:c1"?$/m);
+    expect(scan().diagnostics).toEqual([]);
+    expect(scan().diagnostics).toEqual([]);
   });
 
   it('an edited record\'s references are re-checked, and its diagnostic follows it when it moves', () => {
@@ -486,6 +517,23 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(userGit(sb, vault, ['ls-files', '-s', 'private/ext'])).toBe(gitlink);
     expect(userGit(sb, vault, ['status', '--porcelain']).trim()).toBe('');
     expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], git: null });
+  });
+
+  it('a partition folder that is a repository of its own, or whose parent folder is, is not scanned either', () => {
+    put('private/real.md', record('real', 'Real'));
+    put('conversations/c2/x.md', record('x', 'X', '', 'x\n', 'conversation:c2'));
+    userGit(sb, join(vault, 'conversations/c2'), ['init', '-q']);
+    const r = scan();
+    expect(r.added).toEqual(['private/real.md']);
+    expect(codes(r)).toEqual(['nested-repository conversations/c2']);
+    rmSync(join(vault, 'conversations/c2/.git'), { recursive: true, force: true });
+    userGit(sb, join(vault, 'conversations'), ['init', '-q']);
+    const again = scan();
+    expect(again).toMatchObject({ added: [], deleted: [] });
+    expect(codes(again)).toEqual(['nested-repository conversations/c2']);
+    expect(again.diagnostics[0]!.reason).toMatch(/^conversations is a Git repository of its own/);
+    rmSync(join(vault, 'conversations/.git'), { recursive: true, force: true });
+    expect(scan().added).toEqual(['conversations/c2/x.md']);
   });
 
   it('a name Git takes for its own .git folder (git~1) is reported and never committed: no user commit could keep it', () => {
@@ -802,7 +850,8 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     const s = service();
     expect(await s.scan({ caller: operator })).toMatchObject({ added: [], modified: [], deleted: [], renamed: [] });
     writeFileSync(join(vault, 'private/pages/44/n-68-1.md'), '# Note 68/1, edited by the service\n');
-    utimesSync(join(vault, 'private/pages/44/n-68-1.md'), 1_700_000_100, 1_700_000_100); // not racy: the next scan may trust it
+    utimesSync(join(vault, 'private/pages/44/n-68-1.md'), 1_700_000_100, 1_700_000_100);
+    await pastRacyWindow(); // its ctime too: the next scan may trust it
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: ['private/pages/44/n-68-1.md'], added: [], deleted: [] });
     expect(await s.scan({ caller: operator })).toMatchObject({ hashed: 0, modified: [], unchanged: 10_000 });
   });

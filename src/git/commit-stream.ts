@@ -88,7 +88,9 @@ export function assertCommittablePath(path: string): void {
     path.endsWith('/') ||
     path.includes('\\') ||
     path.includes('\0') ||
-    path.split('/').some((c) => c === '' || c === '.' || c === '..' || isGitDirAlias(c)) ||
+    // (Not isGitDirAlias: a scan refuses such names now, but one queued by an older Knowledge must
+    // still commit, not stop the queue; the index update leaves it out.)
+    path.split('/').some((c) => c === '' || c === '.' || c === '..' || c.toLowerCase() === '.git') ||
     path === 'vault.json' ||
     path === '.knowledge-history' ||
     path.startsWith('.knowledge-history/');

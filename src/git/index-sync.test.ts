@@ -42,6 +42,12 @@ describe('planIndexUpdate [GIT-10]', () => {
     expect(p).toEqual({ lines: [], written: [], updated: 0, skipped: 1 });
   });
 
+  it('a path git refuses in any index (git~1/…, committed by an older Knowledge) is left out, not written', () => {
+    const j = job({ paths: ['git~1/x.md', 'p.md'], newSteps: [new Map([['git~1/x.md', B], ['p.md', B]])] });
+    const p = plan(j, { T: {} }, {});
+    expect(p).toEqual({ lines: [`100644 ${B.oid}\tp.md\0`], written: ['p.md'], updated: 1, skipped: 1 });
+  });
+
   it('after a crash, entries of the reused commits and of their parent all count as Knowledge\'s', () => {
     // Parent P had A; reused commits set B then C; the user moved the tip T (C) on;
     // a new commit sets p.md to A again.

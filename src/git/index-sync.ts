@@ -16,6 +16,7 @@ import { readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, configEnv, type GitRunner } from './runner.js';
 import { vaultEnv } from './inspect.js';
+import { isGitDirAlias } from './commit-stream.js';
 import type { PendingCode } from './types.js';
 
 export type IndexSyncOutcome =
@@ -103,6 +104,10 @@ export function planIndexUpdate(input: {
   for (const path of new Set(job.paths)) {
     if (conflicted.has(path)) {
       plan.skipped++; // a conflict is the user's to resolve
+      continue;
+    }
+    if (path.split('/').some(isGitDirAlias)) {
+      plan.skipped++; // git refuses it in any index (`git~1/x`: committed by an older Knowledge)
       continue;
     }
     const ours: Array<Entry | null> = [treeEntry(job.base, path), ...job.before.map((c) => treeEntry(c, path))];

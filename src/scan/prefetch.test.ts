@@ -66,6 +66,8 @@ function tree(): string {
   writeFileSync(join(vault, 'private', 'pages', '03', 'ok-\uFFFD.md'), 'a real replacement character\n');
   mkdirSync(join(vault, 'conversations', 'sess-1', 'pages'), { recursive: true });
   put('conversations/sess-1/pages/c.md');
+  put('conversations/sess-3/.git/HEAD', 'ref: refs/heads/main\n'); // a partition that is a repository of its own
+  put('conversations/sess-3/pages/d.md');
   return vault;
 }
 
@@ -90,6 +92,13 @@ describe('prefetched walk', () => {
     expect(all).not.toContain('original.md');
     expect(all).toContain('diag nested-repository private/ext ');
     expect(all).not.toContain('private/ext/');
+    const own = prefetchPartitions(vault, ['conversations/sess-3'])!;
+    const ownLog = walkLog(vault, 'conversations/sess-3', own);
+    expect(ownLog).toEqual(walkLog(vault, 'conversations/sess-3', directFs));
+    expect(ownLog.join('\n')).toMatch(/^diag nested-repository conversations\/sess-3 /);
+    expect(ownLog.join('\n')).not.toContain('d.md');
+    own.finish();
+    expect(own.size).toBe(0);
   });
 
   it('reads a baseline ahead: every Markdown and YAML file comes with exactly its bytes, hash and fingerprint, and the walk is unchanged', () => {

@@ -126,7 +126,7 @@ parentPort.on('message', (job) => {
           continue;
         }
         // Another repository's work tree (walk.ts): listed, so the walk sees its .git, and no deeper.
-        const nested = relIn !== '' && list.some((e) => e.name === '.git');
+        const nested = list.some((e) => e.name === '.git');
         const types = new Uint8Array(list.length);
         const stats = new Float64Array(list.length * ${STAT_WIDTH});
         let errors = null;
@@ -472,7 +472,7 @@ function startPrefetch(vault: string, pdirs: readonly string[], readAhead: reado
       try {
         const entries = readdirSync(abs, { withFileTypes: true });
         // Another repository's work tree is listed, never below (walk.ts).
-        const nested = t.relIn !== '' && entries.some((e) => e.name === '.git');
+        const nested = entries.some((e) => e.name === '.git');
         dirs = nested ? [] : entries.filter((e) => e.isDirectory()).map((e) => e.name);
       } catch {
         continue; // a task of its own: a worker meets the same error and the walk reports it

@@ -61,6 +61,15 @@ export interface WalkSink {
   blocked(path: string): void;
 }
 
+/** Whether `abs` holds an entry named `.git` (a folder, or a file pointing at one). */
+function hasGitEntry(abs: string): boolean {
+  try {
+    return lstatSync(`${abs}/.git`, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
 function errCode(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException).code;
 }
@@ -90,6 +99,15 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
     sink.blocked(pdir);
     return;
   }
+  // A folder above the partition (conversations/) holding a repository of its own takes the partition with it.
+  const segs = pdir.split('/');
+  for (let i = 1; i < segs.length; i++) {
+    const above = segs.slice(0, i).join('/');
+    if (!hasGitEntry(`${vault}/${above}`)) continue;
+    sink.diagnostic({ path: pdir, code: 'nested-repository', reason: `${above} is a Git repository of its own (it holds .git): not scanned; what Knowledge recorded under it is kept` });
+    sink.blocked(pdir);
+    return;
+  }
   const stack: string[] = [''];
   while (stack.length > 0) {
     const relIn = stack.pop()!;
@@ -105,7 +123,7 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
       sink.blocked(relVault);
       continue;
     }
-    if (relIn !== '' && entries.some((e) => e.name === '.git')) {
+    if (entries.some((e) => e.name === '.git')) {
       // Another repository's work tree (a submodule, a clone): its files are that repository's.
       // Committed here, they would replace its gitlink in the vault's history and index [GIT-10].
       sink.diagnostic({ path: relVault, code: 'nested-repository', reason: 'a Git repository of its own (it holds .git): not scanned; what Knowledge recorded under it is kept' });
