@@ -112,7 +112,11 @@ export async function readHistory(
   const versions: SegmentVersion[] = [];
   // Where to go on from when Git's rename detection ends: a scan that paired a moved and edited
   // file by its record id recorded the rename in its receipt, which Git could not guess.
-  const scanRenames = db.prepare('SELECT receipt FROM scans WHERE scan_id = ?').pluck();
+  // Read in SQLite, not parsed here: a baseline's receipt lists every file it added (megabytes at 100k files).
+  const renamedFrom = db.prepare(
+    `SELECT json_extract(j.value, '$.from') FROM scans s, json_each(s.receipt, '$.renamed') j
+      WHERE s.scan_id = ? AND instr(s.receipt, '"renamed":[]') = 0 AND json_extract(j.value, '$.to') = ? LIMIT 1`,
+  ).pluck();
   let from: string = repo.head;
   let path = rec.path;
   for (let hop = 0; hop < MAX_RENAME_HOPS; hop++) {
@@ -121,10 +125,8 @@ export async function readHistory(
     versions.push(...segment.versions);
     const oldest = segment.versions[segment.versions.length - 1];
     if (!segment.complete || !oldest || !oldest.added || !oldest.scanId || !oldest.parent) break;
-    const receipt = scanRenames.get(oldest.scanId) as string | undefined;
-    const renamed = receipt ? ((JSON.parse(receipt) as { renamed?: Array<{ from: string; to: string }> }).renamed ?? []) : [];
-    const before = renamed.find((r) => r.to === oldest.path)?.from;
-    if (!before) break;
+    const before = renamedFrom.get(oldest.scanId, oldest.path) as string | null | undefined;
+    if (typeof before !== 'string') break;
     from = oldest.parent;
     path = before;
   }
