@@ -62,7 +62,10 @@ export function quotePath(path: string): Buffer {
 }
 
 /** Code points HFS+ ignores in names (git's utf8.c next_hfs_char): ".g\u200cit" is ".git" there. */
-const HFS_IGNORED = /[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/gu;
+const HFS_IGNORED_SET = '[\\u200c-\\u200f\\u202a-\\u202e\\u206a-\\u206f\\ufeff]';
+const HFS_IGNORED = new RegExp(HFS_IGNORED_SET, 'gu');
+/** A component starting with `.` or `g` once those are left out: the only ones isGitDirAlias can accept. */
+const MAYBE_ALIAS = new RegExp(`(?:^|/)${HFS_IGNORED_SET}*[.gG]`, 'u');
 
 /**
  * Whether a path component is one Git's index refuses as `.git` by another
@@ -74,6 +77,15 @@ const HFS_IGNORED = /[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/gu;
 export function isGitDirAlias(component: string): boolean {
   const c = component.replace(HFS_IGNORED, '').toLowerCase();
   return /^(?:\.git|git~1)[. ]*(?::.*)?$/.test(c);
+}
+
+/**
+ * The first component of a '/'-separated path that isGitDirAlias accepts, if
+ * any. Cheap for ordinary paths (it runs for every file a scan walks): only a
+ * path with a component that could be one is split.
+ */
+export function gitDirAliasIn(path: string): string | undefined {
+  return MAYBE_ALIAS.test(path) ? path.split('/').find(isGitDirAlias) : undefined;
 }
 
 /**

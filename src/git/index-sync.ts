@@ -16,7 +16,7 @@ import { readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, configEnv, type GitRunner } from './runner.js';
 import { vaultEnv } from './inspect.js';
-import { isGitDirAlias } from './commit-stream.js';
+import { gitDirAliasIn } from './commit-stream.js';
 import type { PendingCode } from './types.js';
 
 export type IndexSyncOutcome =
@@ -106,7 +106,7 @@ export function planIndexUpdate(input: {
       plan.skipped++; // a conflict is the user's to resolve
       continue;
     }
-    if (path.split('/').some(isGitDirAlias)) {
+    if (gitDirAliasIn(path) !== undefined) {
       plan.skipped++; // git refuses it in any index (`git~1/x`: committed by an older Knowledge)
       continue;
     }

@@ -24,7 +24,7 @@
  * Pure functions of names, so the walker and the set of recorded files are
  * filtered by exactly the same rule.
  */
-import { isGitDirAlias } from '../git/commit-stream.js';
+import { gitDirAliasIn } from '../git/commit-stream.js';
 
 export const SCANNED_EXT_RE = /\.(?:md|markdown|ya?ml)$/i;
 // One test for every ignore rule (hidden, backup/autosave, Office owner files,
@@ -72,15 +72,11 @@ export function inScanScope(path: string, pdir: string): boolean {
   return slash > 0 && isScannedFileName(path.slice(slash + 1)) && dirInScope(path.slice(0, slash), pdir);
 }
 
-/** A component starting with `.` or `g`, after code points HFS+ ignores: the only ones isGitDirAlias can accept. */
-const MAYBE_GIT_ALIAS = /(?:^|\/)[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]*[.gG]/u;
-
 /** Why a path cannot be checkpointed, or null when it can. */
 export function pathProblem(path: string): string | null {
   if (CONTROL_RE.test(path)) return 'the name contains control characters';
   if (path.includes('\\')) return 'the name contains a backslash, which Git cannot store portably';
-  // (Split only a path with a component that could be one: this runs for every file a scan walks.)
-  const alias = MAYBE_GIT_ALIAS.test(path) ? path.split('/').find(isGitDirAlias) : undefined;
+  const alias = gitDirAliasIn(path);
   if (alias !== undefined) return `Git takes "${alias}" for its own .git folder and keeps it out of every index`;
   if (Buffer.byteLength(path, 'utf8') > 4096) return 'the path is longer than 4096 bytes';
   return null;
