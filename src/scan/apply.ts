@@ -7,7 +7,8 @@ import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { partitionOfPath, type PartitionId } from '../store/layout.js';
 import { enqueueBatch, queueStagedFiles } from '../checkpoint/outbox.js';
-import { checkFile } from './check.js';
+import { checkFile, type FileCheck } from './check.js';
+import type { CheckAhead } from './check-ahead.js';
 import { sha256Hex } from '../records/record.js';
 import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
 import { RecordIndexer } from './reindex.js';
@@ -35,7 +36,12 @@ export interface ApplyInput {
   diagnostics: (partitions: readonly string[]) => ScanDiagnostic[];
   /** Hears the bytes of every file the checkpoint writes, as they are read back here (blob-preload.ts). */
   preload?: (path: string, bytes: Buffer) => void;
+  /** The staged files checked on a worker (check-ahead.ts; with their bytes when `preload` is set). */
+  checkAhead?: CheckAhead | null;
 }
+
+/** Files staged from which a scan has them checked on a worker thread (check-ahead.ts). */
+export const CHECK_AHEAD_MIN_FILES = 5000;
 
 /** Returns the batch id, or null when there was nothing to commit. */
 export function applyScan(store: Store, a: ApplyInput): number | null {
@@ -83,20 +89,33 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       const indexer = new RecordIndexer(db, a.createdAt, touched);
       for (const path of remove) indexer.release(path, true);
       for (const path of write) indexer.release(path);
-      // Pages in rowid order; `+scan_id` keeps SQLite on the rowid range instead of
-      // re-reading and sorting every staged row for each page. (Rows of earlier scans
-      // whose checkpoints still wait have lower rowids: the first page steps over them once.)
-      // The staged bytes are checked again here (cheaper than staging the verdicts as well).
+      // Each staged file, in rowid order: its bytes to the blob preload, its verdict to the index.
+      let after = 0;
+      const take = (rowid: number, path: string, bytes: Buffer | null, check: FileCheck) => {
+        if (rowid <= after) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId}: staged row ${rowid} came after ${after}`);
+        if (a.preload) {
+          if (bytes === null) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId}: no bytes for ${path}`);
+          a.preload(path, bytes);
+        }
+        indexer.observe(path, partitionOfPath(path) ?? '', check);
+        after = rowid;
+      };
+      // A large scan's files were checked on a worker meanwhile (check-ahead.ts): take its verdicts first.
+      if (a.checkAhead) {
+        for (let batch = a.checkAhead.next(); batch !== null; batch = a.checkAhead.next()) {
+          for (const r of batch) take(r.rowid, r.path, r.bytes, r.check);
+        }
+      }
+      // Then whatever it did not check (everything, without a worker). Pages in rowid order;
+      // `+scan_id` keeps SQLite on the rowid range instead of re-reading and sorting every staged
+      // row for each page. (Rows of earlier scans whose checkpoints still wait have lower rowids:
+      // the first page steps over them once.) The staged bytes are checked again here (cheaper
+      // than staging the verdicts as well).
       const page = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
-      for (let after = 0; ;) {
+      for (;;) {
         const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
         if (rows.length === 0) break;
-        for (const r of rows) {
-          a.preload?.(r.path, r.bytes);
-          const partition = partitionOfPath(r.path) ?? '';
-          indexer.observe(r.path, partition, checkFile(r.path, partition, r.bytes, sha256Hex(r.bytes)));
-        }
-        after = rows[rows.length - 1]!.rowid;
+        for (const r of rows) take(r.rowid, r.path, r.bytes, checkFile(r.path, partitionOfPath(r.path) ?? '', r.bytes, sha256Hex(r.bytes)));
       }
       indexer.finish();
       return indexer;

@@ -19,8 +19,9 @@ import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
-import { planScan } from './plan.js';
-import { applyScan } from './apply.js';
+import { committedPaths, planScan } from './plan.js';
+import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
+import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
@@ -143,10 +144,16 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     git: null,
   };
   // A large checkpoint's blobs go into the repository on the second core
-  // while the transaction below runs (blob-preload.ts).
-  const preload = store.settings.writesEnabled && isLargeWrite(seen.read) ? await startPreload(store, runner) : null;
+  // while the transaction below runs (blob-preload.ts); a large scan's staged
+  // files are checked on a worker meanwhile (check-ahead.ts).
+  const preloading = store.settings.writesEnabled && isLargeWrite(seen.read);
+  const checkAhead = committedPaths(plan).write.length >= CHECK_AHEAD_MIN_FILES
+    ? CheckAhead.start(store.paths.database, scanId, { bytes: preloading })
+    : null;
+  let preload: BlobPreload | null = null;
   let batchId: number | null;
   try {
+    preload = preloading ? await startPreload(store, runner) : null;
     batchId = applyScan(store, {
       scanId,
       createdAt,
@@ -158,10 +165,13 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
       receipt,
       diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags, opts.caller),
       ...(preload ? { preload: preload.add } : {}),
+      checkAhead,
     });
   } catch (err) {
     preload?.abandon();
     throw err;
+  } finally {
+    checkAhead?.close();
   }
   if (batchId === null) preload?.abandon();
   const preloaded = preload && batchId !== null ? { batchId, ready: preload.end() } : undefined;
