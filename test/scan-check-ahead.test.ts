@@ -12,7 +12,7 @@
  * worker. The worker itself is driven from the compiled package too.
  */
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -105,6 +105,9 @@ function vaultFiles(pages: number): Map<string, string | Buffer> {
   files.set('private/data/broken.yml', 'a: [\n');
   files.set('private/data/latin1.yaml', Buffer.from([0x6b, 0x3a, 0x20, 0xe9, 0x0a]));
   files.set('conversations/s1/notes/c.md', record('c1', 'In a conversation', 'conversation:s1'));
+  // Readable on a worker's 4 MiB stack but not on the main thread's: refused on both (MAX_YAML_DEPTH).
+  files.set('private/data/deep.yaml', `a: ${'['.repeat(1000)}${']'.repeat(1000)}\n`);
+  files.set('private/odd/deep.md', record('deep', 'Deep', 'private', `x: ${'['.repeat(1000)}${']'.repeat(1000)}\n`));
   return files;
 }
 
@@ -169,7 +172,7 @@ function sandbox(): Sandbox {
   return sb;
 }
 
-const PAGES = CHECK_AHEAD_MIN_FILES; // plus 12 odd files: past the threshold
+const PAGES = CHECK_AHEAD_MIN_FILES; // plus 14 odd files: past the threshold
 
 /** The outcome of an in-process baseline of vaultFiles(PAGES), checked in-thread: computed once. */
 let referenceOutcome: ReturnType<typeof outcome> | null = null;
@@ -205,6 +208,8 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
       'broken-yaml private/data/broken.yml',
       'broken-yaml private/data/latin1.yaml',
       'scope-mismatch private/odd/elsewhere.md',
+      'broken-yaml private/data/deep.yaml',
+      'broken-envelope private/odd/deep.md',
     ]));
     expect(inThread.duplicates).toHaveLength(2);
     expect(inThread.git).toBe('committed');
@@ -216,7 +221,9 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
     const dir = join(sb.dir, 'st');
     initStore(dir, { env: sb.env });
     const store = openStore(dir, { write: true, env: sb.env });
-    const files = [...vaultFiles(PAGES)];
+    // Large files too: a batch ends at 1 MiB, not only at 256 rows.
+    const big = Array.from({ length: 40 }, (_, i) => [`private/big/b-${i}.md`, record(`big${i}`, `Big ${i}`).replace('About', `${'x'.repeat(100 * 1024)}\nAbout`)] as [string, string]);
+    const files = [...vaultFiles(PAGES), ...big];
     const stage = store.db.prepare('INSERT INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
     store.db.transaction(() => {
       stage.run('scan-other', 'private/other.md', Buffer.from('not this scan\n'));
@@ -230,18 +237,26 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
       for (const bytes of [true, false]) {
         const ahead = CheckAhead.start(${JSON.stringify(join(dir, 'state.sqlite'))}, 'scan-x', { bytes });
         const rows = [];
+        const sizes = [];
         let batches = 0;
         for (let b = ahead.next(); b !== null; b = ahead.next()) {
           batches++;
+          sizes.push(b.reduce((n, r) => n + (r.bytes === null ? 0 : r.bytes.length), 0));
           for (const r of b) rows.push({ rowid: r.rowid, path: r.path, check: r.check, bytes: r.bytes === null ? null : r.bytes.toString('base64') });
         }
-        out[bytes] = { rows, batches, delivered: ahead.delivered, failure: ahead.failure };
+        out[bytes] = { rows, batches, sizes, delivered: ahead.delivered, failure: ahead.failure };
         ahead.close();
       }
       const missing = CheckAhead.start('/nonexistent/state.sqlite', 'scan-x', { bytes: false });
       out.missing = { first: missing.next(), failure: missing.failure };
+      // A worker whose modules cannot be loaded (a copy away from them) says so at once.
+      const t0 = performance.now();
+      const stray = CheckAhead.start(${JSON.stringify(join(dir, 'state.sqlite'))}, 'scan-x', { bytes: false }, new URL(${JSON.stringify(`file://${join(sb.dir, 'stray', 'check-worker.js')}`)}));
+      out.stray = { first: stray.next(), failure: stray.failure, ms: performance.now() - t0 };
       out.noWorker = CheckAhead.start('x', 'scan-x', { bytes: false }, new URL('./no-such-worker.js', import.meta.url)) === null;
       process.stdout.write(JSON.stringify(out));`;
+    mkdirSync(join(sb.dir, 'stray'));
+    copyFileSync(new URL('../dist/scan/check-worker.js', import.meta.url), join(sb.dir, 'stray', 'check-worker.js'));
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: 120_000 });
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout);
@@ -261,6 +276,10 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
       expect(got.rows.map((x: { path: string; check: unknown }) => ({ path: x.path, check: x.check }))).toEqual(expected);
       if (withBytes === 'true') {
         expect(got.rows.map((x: { bytes: string }) => x.bytes)).toEqual(files.map(([, text]) => Buffer.from(text).toString('base64')));
+        // Bytes waiting in a batch: at most 1 MiB and the one file that passed it.
+        const largest = Math.max(...files.map(([, text]) => Buffer.byteLength(text)));
+        expect(Math.max(...got.sizes)).toBeLessThanOrEqual((1 << 20) + largest);
+        expect(Math.max(...got.sizes)).toBeGreaterThan(1 << 19);
       } else {
         expect(got.rows.every((x: { bytes: unknown }) => x.bytes === null)).toBe(true);
       }
@@ -268,6 +287,9 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
     // A worker that cannot open the database says so, and sends no rows: the caller checks them all itself.
     expect(out.missing.first).toBeNull();
     expect(out.missing.failure).toMatch(/^the check worker failed: /);
+    expect(out.stray.first).toBeNull();
+    expect(out.stray.failure).toMatch(/^the check worker failed: Cannot find (package|module) /);
+    expect(out.stray.ms).toBeLessThan(5_000); // reported, not found out by waiting 15 s
     // No worker file, no worker.
     expect(out.noWorker).toBe(true);
   });
@@ -283,7 +305,7 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
     fake.mode = mode;
     const got = outcome(sb, withIt, await scanInProcess(sb, withIt));
     expect(fake.starts).toBe(1);
-    expect(fake.delivered).toBe(mode === 'all' ? PAGES + 12 : 700);
+    expect(fake.delivered).toBe(mode === 'all' ? PAGES + 14 : 700);
     expect(got).toEqual(expected);
   });
 
@@ -308,7 +330,7 @@ describe('[SCAN-4] a large scan\'s files are checked on a worker; the outcome is
 
   it(`is not started for a scan that writes fewer than ${CHECK_AHEAD_MIN_FILES} files`, async () => {
     const sb = sandbox();
-    const tpl = template(sb, CHECK_AHEAD_MIN_FILES - 13); // 12 odd files: one short
+    const tpl = template(sb, CHECK_AHEAD_MIN_FILES - 15); // 14 odd files: one short
     const dir = newStore(sb, 'st', tpl);
     fake.mode = 'all';
     const r = await scanInProcess(sb, dir);

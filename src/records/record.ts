@@ -7,7 +7,7 @@
  * order survive [REC-2].
  */
 import { createHash } from 'node:crypto';
-import { Document, Pair, Scalar, YAMLMap, isMap, isNode, isScalar, parseDocument } from 'yaml';
+import { CST, Document, Pair, Parser, Scalar, YAMLMap, isMap, isNode, isScalar, parseDocument } from 'yaml';
 import { KnowledgeError } from '../errors.js';
 import {
   LIFECYCLES,
@@ -117,7 +117,54 @@ export function sha256Hex(bytes: Buffer | string): string {
  */
 export function yamlErrorMessage(message: string): string {
   const first = message.split('\n')[0] ?? message;
-  return /Maximum call stack size exceeded/.test(first) ? 'collections are nested too deeply to read' : first;
+  return /Maximum call stack size exceeded/.test(first) ? YAML_TOO_DEEP : first;
+}
+
+/**
+ * Collections nested deeper than this are refused before the YAML is
+ * composed [REC-3, SCAN-2]. The composer recurses, so without a limit of its
+ * own the depth at which a file stopped being readable was where the stack
+ * ran out: ~900 levels on the main thread, more on a worker thread (4 MiB
+ * stack) — the same file valid or not depending on which thread read it.
+ */
+export const MAX_YAML_DEPTH = 200;
+
+/** The reason given for YAML nested past {@link MAX_YAML_DEPTH} (or past the parser's stack). */
+export const YAML_TOO_DEEP = 'collections are nested too deeply to read';
+
+/**
+ * Where (the offset of the first collection past the limit) `text` nests
+ * collections more than {@link MAX_YAML_DEPTH} deep; -1 when it does not.
+ * Each level needs a line of its own or a `[`, `{`, `-` or `?`, so most texts
+ * are cleared by counting those; the rest are measured on the parser's
+ * tokens (its lexer and parser keep their own stacks: no recursion here).
+ */
+export function yamlTooDeepAt(text: string): number {
+  let bound = 1;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10 || c === 13 || c === 0x5b || c === 0x7b || c === 0x2d || c === 0x3f) bound++;
+  }
+  if (bound <= MAX_YAML_DEPTH) return -1;
+  const stack: Array<[CST.Token | undefined, number]> = [];
+  try {
+    for (const token of new Parser().parse(text)) if (token.type === 'document') stack.push([token.value, 0]);
+  } catch (err) {
+    // The parser recurses once per level it closes at once: it runs out of stack only
+    // thousands of levels deep, far past the limit, on any thread. Where is not known.
+    if (err instanceof RangeError) return 0;
+    throw err;
+  }
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [token, depth] = top;
+    if (token === undefined || !CST.isCollection(token)) continue;
+    if (depth + 1 > MAX_YAML_DEPTH) return token.offset;
+    for (const item of token.items) {
+      if (item.key) stack.push([item.key, depth + 1]);
+      if (item.value) stack.push([item.value, depth + 1]);
+    }
+  }
+  return -1;
 }
 
 function fail(reason: string): { ok: false; reason: string } {
@@ -165,6 +212,9 @@ export function parseRecordText(text: string): ParseResult {
   if (close < 0) return fail('unclosed frontmatter: no closing "---" line');
 
   const yamlText = text.slice(start, close);
+  const tooDeep = yamlTooDeepAt(yamlText);
+  // Line numbers count from the top of the file (the opening "---" is line 1).
+  if (tooDeep >= 0) return fail(`invalid YAML frontmatter (line ${lineOfOffset(yamlText, tooDeep) + 1}): ${YAML_TOO_DEEP}`);
   let doc: Document;
   try {
     doc = parseDocument(yamlText, YAML_PARSE_OPTIONS);

@@ -12,27 +12,42 @@
  * order — and sends the verdicts (and, for the blob preload, the bytes) in
  * batches; the transaction takes them as they come with
  * `receiveMessageOnPort`, waiting on a shared counter while the next batch
- * is on its way. The worker runs at most {@link MAX_AHEAD} batches ahead.
+ * is on its way. A batch ends at {@link BATCH_ROWS} rows, {@link BATCH_BYTES}
+ * bytes or {@link BATCH_MS} ms, whichever comes first, and the worker runs
+ * at most {@link MAX_AHEAD} batches ahead: what waits in memory is bounded
+ * by bytes, not just by rows (a file may be large), and a slow file holds
+ * back no more than itself.
  *
  * The verdicts are the same function of the same bytes either way: the
  * worker runs check.ts itself (compiled), it is not a copy. It only runs
  * from the compiled package (under a TypeScript test runner the worker file
- * does not exist, and apply.ts checks in-thread). Anything going wrong — no
- * worker, an error in it, no word for {@link STALL_MS} — ends it, and the
- * caller checks the rows after the last one it took itself.
+ * does not exist, and apply.ts checks in-thread), and only with a second core.
+ * Anything going wrong — no worker, an error in it, no row checked and no
+ * batch sent for {@link STALL_MS} — ends it, and the caller checks the rows
+ * after the last one it took itself. (A check can take seconds: ~9 s for a
+ * 1 MB YAML file of many small collections, measured; the stall clock
+ * restarts at every row, so only a worker that is gone, or one file slower
+ * than that, costs the wait.)
  */
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import type { FileCheck } from './check.js';
 import type { CheckJob, CheckMessage } from './check-worker.js';
 
-/** Rows per batch. */
+/** Rows per batch, at most. */
 const BATCH_ROWS = 256;
+/** A batch ends once its files hold this many bytes. */
+const BATCH_BYTES = 1 << 20;
+/** A batch ends this long after its first row was checked. */
+const BATCH_MS = 50;
 /** Batches the worker may send before the transaction takes them. */
 const MAX_AHEAD = 8;
-/** With no word from the worker for this long, the caller stops waiting for it. */
-const STALL_MS = 5_000;
+/** With no row checked and no batch sent for this long, the caller stops waiting for the worker. */
+const STALL_MS = 15_000;
+/** How often a waiting caller looks at the worker's progress. */
+const LOOK_MS = 200;
 
 export interface CheckedRow {
   rowid: number;
@@ -59,10 +74,13 @@ export class CheckAhead {
    * Null when there is no worker to run (e.g. under a TypeScript test runner).
    */
   static start(file: string, scanId: string, opts: { bytes: boolean }, workerUrl = new URL('./check-worker.js', import.meta.url)): CheckAhead | null {
+    if (availableParallelism() < 2) return null;
     if (!workerUrl.pathname.endsWith('.js') || !existsSync(fileURLToPath(workerUrl))) return null;
-    const sharedBuf = new SharedArrayBuffer(4 * Int32Array.BYTES_PER_ELEMENT);
+    const sharedBuf = new SharedArrayBuffer(5 * Int32Array.BYTES_PER_ELEMENT);
     const { port1, port2 } = new MessageChannel();
-    const job: CheckJob = { file, scanId, shared: sharedBuf, port: port2, batchRows: BATCH_ROWS, maxAhead: MAX_AHEAD, bytes: opts.bytes };
+    const job: CheckJob = {
+      file, scanId, shared: sharedBuf, port: port2, batchRows: BATCH_ROWS, batchBytes: BATCH_BYTES, batchMs: BATCH_MS, maxAhead: MAX_AHEAD, bytes: opts.bytes,
+    };
     let worker: Worker;
     try {
       worker = new Worker(workerUrl, { execArgv: [], workerData: job, transferList: [port2] });
@@ -83,12 +101,22 @@ export class CheckAhead {
    * short (`failure` says why; the caller checks the rest itself).
    */
   next(): CheckedRow[] | null {
+    let seen = -1;
+    let since = 0;
     while (!this.done) {
       const posted = Atomics.load(this.shared, 0);
       const got = receiveMessageOnPort(this.port);
       if (got === undefined) {
-        if (Atomics.wait(this.shared, 0, posted, STALL_MS) === 'timed-out') {
-          this.fail(Atomics.load(this.shared, 3) === 0 ? 'the check worker did not start' : `no word from the check worker for ${STALL_MS} ms`);
+        // Nothing yet: wait for a batch, looking every LOOK_MS at whether the worker still gets on.
+        if (Atomics.wait(this.shared, 0, posted, LOOK_MS) === 'timed-out') {
+          const progress = Atomics.load(this.shared, 4) + Atomics.load(this.shared, 3);
+          const now = performance.now();
+          if (progress !== seen) {
+            seen = progress;
+            since = now;
+          } else if (now - since >= STALL_MS) {
+            this.fail(Atomics.load(this.shared, 3) === 0 ? 'the check worker did not start' : `no row checked by the check worker for ${STALL_MS} ms`);
+          }
         }
         continue;
       }

@@ -2,21 +2,25 @@
  * The worker side of check-ahead.ts: reads a scan's staged rows through its
  * own read-only connection, in rowid order, checks each (check.ts) and
  * sends the verdicts in batches. Shared counters (see check-ahead.ts):
- * [0] batches posted, [1] batches taken, [2] stop, [3] worker started.
+ * [0] batches posted, [1] batches taken, [2] stop, [3] worker started,
+ * [4] rows checked.
+ *
+ * What it imports besides Node's own is loaded inside the `try`, so a
+ * module that fails to load is reported like any other error.
  */
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import Database from 'better-sqlite3';
-import { checkFile, type FileCheck } from './check.js';
-import { sha256Hex } from '../records/record.js';
-import { partitionOfPath } from '../store/layout.js';
+import type { FileCheck } from './check.js';
+import type BetterSqlite3 from 'better-sqlite3';
 
 export interface CheckJob {
   file: string;
   scanId: string;
   shared: SharedArrayBuffer;
   port: MessagePort;
-  /** Rows per message. */
+  /** A message is sent at this many rows, bytes or milliseconds since its first row, whichever comes first. */
   batchRows: number;
+  batchBytes: number;
+  batchMs: number;
   /** Messages posted but not taken beyond which the worker waits. */
   maxAhead: number;
   /** Send each row's bytes too (pooled in one transferred buffer per message). */
@@ -39,8 +43,12 @@ const post = (m: CheckMessage, transfer: ArrayBuffer[] = []): void => {
 const stopped = (): boolean => Atomics.load(s, 2) !== 0;
 
 Atomics.store(s, 3, 1);
-let db: Database.Database | null = null;
+let db: BetterSqlite3.Database | null = null;
 try {
+  const { default: Database } = await import('better-sqlite3');
+  const { checkFile } = await import('./check.js');
+  const { sha256Hex } = await import('../records/record.js');
+  const { partitionOfPath } = await import('../store/layout.js');
   db = new Database(job.file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
   const rows = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? ORDER BY rowid')
@@ -50,6 +58,7 @@ try {
   let held: Buffer[] = [];
   let total = 0;
   let count = 0;
+  let started = 0;
   const send = (): void => {
     // Wait while the main thread is maxAhead messages behind: memory stays bounded.
     for (;;) {
@@ -77,14 +86,14 @@ try {
   };
   for (const [rowid, path, bytes] of rows) {
     if (stopped()) break;
+    if (out.length === 0) started = performance.now();
     const partition = partitionOfPath(path) ?? '';
     out.push([rowid, path, checkFile(path, partition, bytes, sha256Hex(bytes))]);
+    Atomics.add(s, 4, 1);
     count++;
-    if (job.bytes) {
-      held.push(bytes);
-      total += bytes.length;
-    }
-    if (out.length >= job.batchRows) send();
+    if (job.bytes) held.push(bytes);
+    total += bytes.length;
+    if (out.length >= job.batchRows || total >= job.batchBytes || performance.now() - started >= job.batchMs) send();
   }
   if (!stopped()) {
     if (out.length > 0) send();

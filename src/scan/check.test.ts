@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkFile } from './check.js';
+import { MAX_YAML_DEPTH } from '../records/record.js';
 
 const yaml = (text: string) => checkFile('private/notes/a.yaml', 'private', Buffer.from(text), '0'.repeat(64));
 
@@ -18,5 +19,20 @@ describe('checkFile on YAML files [SCAN-2]', () => {
       finding: { code: 'broken-yaml', reason: 'invalid YAML: collections are nested too deeply to read' },
     });
     expect(checkFile('private/notes/a.yaml', 'private', Buffer.from([0x61, 0x3a, 0xff]), '0'.repeat(64))).toMatchObject({ kind: 'invalid', finding: { code: 'broken-yaml' } });
+  });
+
+  it(`refuses collections nested more than ${MAX_YAML_DEPTH} deep by a limit of its own, not the stack's: the same verdict on any thread`, () => {
+    const tooDeep = { kind: 'invalid', finding: { code: 'broken-yaml', reason: 'invalid YAML: collections are nested too deeply to read' } };
+    const flow = (n: number) => `a: ${'['.repeat(n - 1)}${']'.repeat(n - 1)}\n`; // the top mapping is a level too
+    const block = (n: number) => Array.from({ length: n - 1 }, (_, i) => `${' '.repeat(i)}k:\n`).join('') + `${' '.repeat(n - 1)}x: 1\n`;
+    const seqs = (n: number) => `${'- '.repeat(n)}x\n`;
+    for (const make of [flow, block, seqs]) {
+      expect(yaml(make(MAX_YAML_DEPTH))).toEqual({ kind: 'yaml' });
+      expect(yaml(make(MAX_YAML_DEPTH + 1))).toEqual(tooDeep);
+    }
+    // Deep enough to read on a worker thread's 4 MiB stack but not on the main thread's: refused on both.
+    expect(yaml(flow(1000))).toEqual(tooDeep);
+    // Many levels in total, none deep: read.
+    expect(yaml(Array.from({ length: 5000 }, (_, i) => `k${i}: [[a], {b: [c]}]\n`).join(''))).toEqual({ kind: 'yaml' });
   });
 });

@@ -5,7 +5,7 @@
  * disk; the verdict only decides the index and the diagnostics.
  */
 import { Document, parseAllDocuments } from 'yaml';
-import { parseRecordText, validateStored, yamlErrorMessage, type ParsedFile } from '../records/record.js';
+import { parseRecordText, validateStored, yamlErrorMessage, yamlTooDeepAt, YAML_TOO_DEEP, type ParsedFile } from '../records/record.js';
 import { isMarkdownPath } from './scope.js';
 import { fastParseRecord } from './frontmatter.js';
 import type { DiagnosticCode } from './types.js';
@@ -81,10 +81,13 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
   };
 }
 
-function checkYaml(text: string): FileCheck {
+function checkYaml(file: string): FileCheck {
+  const text = file.startsWith('\uFEFF') ? file.slice(1) : file;
+  // A limit of its own, not the stack's: the same verdict on any thread (record.ts).
+  if (yamlTooDeepAt(text) >= 0) return invalid('broken-yaml', `invalid YAML: ${YAML_TOO_DEEP}`);
   let docs: ReturnType<typeof parseAllDocuments>;
   try {
-    docs = parseAllDocuments(text.startsWith('\uFEFF') ? text.slice(1) : text, {
+    docs = parseAllDocuments(text, {
       version: '1.2',
       schema: 'core',
       uniqueKeys: true,
