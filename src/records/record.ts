@@ -133,38 +133,41 @@ export const MAX_YAML_DEPTH = 200;
 export const YAML_TOO_DEEP = 'collections are nested too deeply to read';
 
 /**
- * Where (the offset of the first collection past the limit) `text` nests
- * collections more than {@link MAX_YAML_DEPTH} deep; -1 when it does not.
- * Each level needs a line of its own or a `[`, `{`, `-` or `?`, so most texts
- * are cleared by counting those; the rest are measured on the parser's
- * tokens (its lexer and parser keep their own stacks: no recursion here).
+ * The parser's tokens of `text`, unless it nests collections more than
+ * {@link MAX_YAML_DEPTH} deep: then `tooDeepAt` is the offset of the first
+ * collection past the limit (-1 otherwise). Each level needs a line of its
+ * own or a `[`, `{`, `-` or `?`, so most texts are cleared by counting those
+ * (their tokens are then parsed as they are read); the rest are measured on
+ * the tokens (the lexer and parser keep their own stacks: no recursion here).
  */
-export function yamlTooDeepAt(text: string): number {
+export function yamlTokens(text: string): { tooDeepAt: -1; tokens: Iterable<CST.Token> } | { tooDeepAt: number; tokens: null } {
   let bound = 1;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 10 || c === 13 || c === 0x5b || c === 0x7b || c === 0x2d || c === 0x3f) bound++;
   }
-  if (bound <= MAX_YAML_DEPTH) return -1;
-  const stack: Array<[CST.Token | undefined, number]> = [];
+  if (bound <= MAX_YAML_DEPTH) return { tooDeepAt: -1, tokens: new Parser().parse(text) };
+  let tokens: CST.Token[];
   try {
-    for (const token of new Parser().parse(text)) if (token.type === 'document') stack.push([token.value, 0]);
+    tokens = Array.from(new Parser().parse(text));
   } catch (err) {
     // The parser recurses once per level it closes at once: it runs out of stack only
     // thousands of levels deep, far past the limit, on any thread. Where is not known.
-    if (err instanceof RangeError) return 0;
+    if (err instanceof RangeError) return { tooDeepAt: 0, tokens: null };
     throw err;
   }
+  const stack: Array<[CST.Token | undefined, number]> = [];
+  for (const token of tokens) if (token.type === 'document') stack.push([token.value, 0]);
   for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
     const [token, depth] = top;
     if (token === undefined || !CST.isCollection(token)) continue;
-    if (depth + 1 > MAX_YAML_DEPTH) return token.offset;
+    if (depth + 1 > MAX_YAML_DEPTH) return { tooDeepAt: token.offset, tokens: null };
     for (const item of token.items) {
       if (item.key) stack.push([item.key, depth + 1]);
       if (item.value) stack.push([item.value, depth + 1]);
     }
   }
-  return -1;
+  return { tooDeepAt: -1, tokens };
 }
 
 function fail(reason: string): { ok: false; reason: string } {
@@ -212,7 +215,8 @@ export function parseRecordText(text: string): ParseResult {
   if (close < 0) return fail('unclosed frontmatter: no closing "---" line');
 
   const yamlText = text.slice(start, close);
-  const tooDeep = yamlTooDeepAt(yamlText);
+  // (Frontmatter past the cheap bound is parsed twice, here and by parseDocument: rare, and small.)
+  const tooDeep = yamlTokens(yamlText).tooDeepAt;
   // Line numbers count from the top of the file (the opening "---" is line 1).
   if (tooDeep >= 0) return fail(`invalid YAML frontmatter (line ${lineOfOffset(yamlText, tooDeep) + 1}): ${YAML_TOO_DEEP}`);
   let doc: Document;

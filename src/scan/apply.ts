@@ -7,9 +7,8 @@ import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { partitionOfPath, type PartitionId } from '../store/layout.js';
 import { enqueueBatch, queueStagedFiles } from '../checkpoint/outbox.js';
-import { checkFile, type FileCheck } from './check.js';
+import { checkStaged, type FileCheck } from './check.js';
 import type { CheckAhead } from './check-ahead.js';
-import { sha256Hex } from '../records/record.js';
 import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
 import { RecordIndexer } from './reindex.js';
 import { pathsAffectedByIds, recheckReferences } from './references.js';
@@ -115,7 +114,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       for (;;) {
         const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
         if (rows.length === 0) break;
-        for (const r of rows) take(r.rowid, r.path, r.bytes, checkFile(r.path, partitionOfPath(r.path) ?? '', r.bytes, sha256Hex(r.bytes)));
+        for (const r of rows) take(r.rowid, r.path, r.bytes, checkStaged(r.path, r.bytes));
       }
       indexer.finish();
       return indexer;

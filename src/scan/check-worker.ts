@@ -46,9 +46,7 @@ Atomics.store(s, 3, 1);
 let db: BetterSqlite3.Database | null = null;
 try {
   const { default: Database } = await import('better-sqlite3');
-  const { checkFile } = await import('./check.js');
-  const { sha256Hex } = await import('../records/record.js');
-  const { partitionOfPath } = await import('../store/layout.js');
+  const { checkStaged } = await import('./check.js');
   db = new Database(job.file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
   const rows = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? ORDER BY rowid')
@@ -87,8 +85,7 @@ try {
   for (const [rowid, path, bytes] of rows) {
     if (stopped()) break;
     if (out.length === 0) started = performance.now();
-    const partition = partitionOfPath(path) ?? '';
-    out.push([rowid, path, checkFile(path, partition, bytes, sha256Hex(bytes))]);
+    out.push([rowid, path, checkStaged(path, bytes)]);
     Atomics.add(s, 4, 1);
     count++;
     if (job.bytes) held.push(bytes);

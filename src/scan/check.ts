@@ -4,8 +4,9 @@
  * bytes in, verdict out. An invalid file is still checkpointed as it is on
  * disk; the verdict only decides the index and the diagnostics.
  */
-import { Document, parseAllDocuments } from 'yaml';
-import { parseRecordText, validateStored, yamlErrorMessage, yamlTooDeepAt, YAML_TOO_DEEP, type ParsedFile } from '../records/record.js';
+import { Composer, Document } from 'yaml';
+import { parseRecordText, sha256Hex, validateStored, yamlErrorMessage, yamlTokens, YAML_TOO_DEEP, type ParsedFile } from '../records/record.js';
+import { partitionOfPath } from '../store/layout.js';
 import { isMarkdownPath } from './scope.js';
 import { fastParseRecord } from './frontmatter.js';
 import type { DiagnosticCode } from './types.js';
@@ -36,6 +37,11 @@ export function checkFile(path: string, partition: string, bytes: Buffer, sha256
     return invalid(isMarkdownPath(path) ? 'broken-envelope' : 'broken-yaml', 'the file is not valid UTF-8');
   }
   return isMarkdownPath(path) ? checkRecord(path, partition, text, sha256) : checkYaml(text);
+}
+
+/** The verdict on a file a scan staged: in the partition its path names, hashed here. Both the applying transaction and the check worker call this. */
+export function checkStaged(path: string, bytes: Buffer): FileCheck {
+  return checkFile(path, partitionOfPath(path) ?? '', bytes, sha256Hex(bytes));
 }
 
 function invalid(code: DiagnosticCode, reason: string): FileCheck {
@@ -84,22 +90,17 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
 function checkYaml(file: string): FileCheck {
   const text = file.startsWith('\uFEFF') ? file.slice(1) : file;
   // A limit of its own, not the stack's: the same verdict on any thread (record.ts).
-  if (yamlTooDeepAt(text) >= 0) return invalid('broken-yaml', `invalid YAML: ${YAML_TOO_DEEP}`);
-  let docs: ReturnType<typeof parseAllDocuments>;
+  // The documents are composed from the tokens measured for it: the text is parsed once.
+  const parsed = yamlTokens(text);
+  if (parsed.tokens === null) return invalid('broken-yaml', `invalid YAML: ${YAML_TOO_DEEP}`);
+  let docs: Document.Parsed[];
   try {
-    docs = parseAllDocuments(text, {
-      version: '1.2',
-      schema: 'core',
-      uniqueKeys: true,
-      strict: true,
-      prettyErrors: false,
-    });
+    docs = Array.from(new Composer({ version: '1.2', schema: 'core', uniqueKeys: true, strict: true }).compose(parsed.tokens));
   } catch (err) {
     // Block collections nested past the parser's stack throw rather than report [SCAN-2].
     return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
   }
-  const list = Array.isArray(docs) ? docs : [];
-  for (const d of list) {
+  for (const d of docs) {
     const e = d.errors[0];
     if (e) return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(e.message)}`);
   }

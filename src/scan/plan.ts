@@ -121,6 +121,11 @@ export function committedPaths(plan: ScanPlan): { write: string[]; remove: strin
   };
 }
 
+/** How many files the checkpoint writes: `committedPaths(plan).write.length`, without building the list. */
+export function writeCount(plan: ScanPlan): number {
+  return plan.added.length + plan.modified.length + plan.renamed.length;
+}
+
 export function isEmptyPlan(plan: ScanPlan): boolean {
   return plan.added.length + plan.modified.length + plan.deleted.length + plan.renamed.length === 0;
 }

@@ -19,7 +19,7 @@ import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
-import { committedPaths, planScan } from './plan.js';
+import { planScan, writeCount } from './plan.js';
 import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
 import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
@@ -147,7 +147,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   // while the transaction below runs (blob-preload.ts); a large scan's staged
   // files are checked on a worker meanwhile (check-ahead.ts).
   const preloading = store.settings.writesEnabled && isLargeWrite(seen.read);
-  const checkAhead = committedPaths(plan).write.length >= CHECK_AHEAD_MIN_FILES
+  const checkAhead = writeCount(plan) >= CHECK_AHEAD_MIN_FILES
     ? CheckAhead.start(store.paths.database, scanId, { bytes: preloading })
     : null;
   let preload: BlobPreload | null = null;
