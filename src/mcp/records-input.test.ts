@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseRecordText, sha256Hex, validateDraft } from '../records/record.js';
+import { MAX_YAML_DEPTH, collectionDepth, parseRecordText, sha256Hex, validateDraft } from '../records/record.js';
 import { sourceIdFor } from '../evidence/source.js';
 import { isKnowledgeError } from '../errors.js';
 import { decodeBase64, evidenceFromItems, recordTexts, rememberParts, structuredRecordText } from './records-input.js';
@@ -55,6 +55,31 @@ describe('structured records become record files a caller would write (Appendix 
     for (const key of ['scope', 'revision', 'format', 'id', 'updated_at']) {
       expect(codeOf(() => structuredRecordText({ kind: 'page', title: 'x', fields: { [key]: 'v' } }, new Map(), 'r')), key).toBe('E_VALIDATION');
     }
+  });
+
+  it('refuses fields nested past the depth any record reader accepts, however deep, as E_VALIDATION [REC-3]', () => {
+    const nested = (levels: number, leaf: unknown = 1): unknown => {
+      let v = leaf;
+      for (let i = 0; i < levels; i++) v = i % 2 ? [v] : { a: v };
+      return v;
+    };
+    // The frontmatter mapping is level 1: a field may nest 199 more, and the file is read back unchanged.
+    const deepest = nested(MAX_YAML_DEPTH - 1);
+    expect(frontmatter(structuredRecordText({ kind: 'page', title: 'x', fields: { deep: deepest } }, new Map(), 'r')).deep).toEqual(deepest);
+    for (const levels of [MAX_YAML_DEPTH, 100_000]) {
+      let err: unknown;
+      try {
+        structuredRecordText({ kind: 'page', title: 'x', fields: { deep: nested(levels) } }, new Map(), 'record #2');
+      } catch (e) {
+        err = e;
+      }
+      expect(isKnowledgeError(err) && err.code, `${levels} levels`).toBe('E_VALIDATION');
+      expect((err as Error).message).toMatch(/^record #2: fields\.deep nests arrays and objects more than 199 levels deep/);
+    }
+    // Scalars and empty collections at the limit count as what they are.
+    expect(collectionDepth({ a: [], b: 'x' })).toBe(2);
+    expect(collectionDepth('x')).toBe(0);
+    expect(collectionDepth(nested(5), 3)).toBe(4);
   });
 
   it('passes Markdown records through byte for byte', () => {

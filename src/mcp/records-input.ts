@@ -6,7 +6,7 @@
  */
 import YAML from 'yaml';
 import { KnowledgeError } from '../errors.js';
-import { sha256Hex } from '../records/record.js';
+import { MAX_YAML_DEPTH, collectionDepth, sha256Hex } from '../records/record.js';
 import { sourceIdFor } from '../evidence/source.js';
 import type { EvidenceInput } from '../publish/types.js';
 import { MCP_LIMITS, type EvidenceItemInput, type MarkdownRecordInput, type RememberInput, type StructuredRecordInput } from './schemas.js';
@@ -97,6 +97,11 @@ export function structuredRecordText(rec: StructuredRecordInput, sourceByName: R
   for (const [k, v] of extra) {
     if (STANDARD_KEYS.has(k)) bad(`${label}: fields.${k} is a standard key; use the "${k}" argument (store-owned keys cannot be set)`);
     if (v === undefined) continue;
+    // The frontmatter mapping is one level; a value nested past the limit would be written as a file no reader
+    // accepts [REC-3] (and one nested thousands deep would exhaust the YAML writer's stack).
+    if (collectionDepth(v, MAX_YAML_DEPTH - 1) > MAX_YAML_DEPTH - 1) {
+      bad(`${label}: fields.${k} nests arrays and objects more than ${MAX_YAML_DEPTH - 1} levels deep; a record's frontmatter may nest at most ${MAX_YAML_DEPTH} levels`);
+    }
     fm[k] = v;
   }
   const yaml = YAML.stringify(fm, { version: '1.2', lineWidth: 0 });

@@ -170,6 +170,25 @@ export function yamlTokens(text: string): { tooDeepAt: -1; tokens: Iterable<CST.
   return { tooDeepAt: -1, tokens };
 }
 
+/**
+ * How deeply `value` (plain data, as decoded from JSON) nests arrays and
+ * objects, counted as YAML collections, or `limit + 1` as soon as it is known
+ * to be deeper than `limit`. Iterative: a value nested thousands deep (which
+ * would exhaust the YAML stringifier's stack) is measured without recursion.
+ */
+export function collectionDepth(value: unknown, limit: number = MAX_YAML_DEPTH): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [v, depth] = top;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth + 1 > limit) return limit + 1;
+    if (depth + 1 > deepest) deepest = depth + 1;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
 function fail(reason: string): { ok: false; reason: string } {
   return { ok: false, reason };
 }
