@@ -24,6 +24,15 @@ afterEach(() => sb.cleanup());
 
 const NO_GIT = { PATH: '/nonexistent-bin' };
 
+/**
+ * Wait past the racy window (plan.ts isRacy, 100 ms) after writing files, so
+ * the next scan records them as files a later scan may trust without reading.
+ * Tests asserting `hashed: 0` must not rely on the CLI taking that long to start.
+ */
+function pastRacyWindowSync(): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150);
+}
+
 function put(rel: string, text: string | Buffer): void {
   mkdirSync(dirname(join(vault, rel)), { recursive: true });
   writeFileSync(join(vault, rel), text);
@@ -106,6 +115,7 @@ describe('[GIT-8] the first scan of a partition commits a baseline', () => {
   it('a scan that finds nothing commits nothing, and reads no file whose metadata is unchanged [SCAN-4]', () => {
     put('private/a.md', record('a', 'A'));
     put('private/b.yaml', 'b: 1\n');
+    pastRacyWindowSync();
     expect(scan().git?.state).toBe('committed');
     const before = commits();
     const again = scan();
@@ -114,6 +124,7 @@ describe('[GIT-8] the first scan of a partition commits a baseline', () => {
     // A touched file is read (metadata changed) but, with the same bytes, is no edit.
     const t = new Date(Date.now() - 60_000);
     spawnSync('touch', ['-d', t.toISOString(), join(vault, 'private/a.md')]);
+    pastRacyWindowSync(); // its ctime is now
     const touched = scan();
     expect(touched).toMatchObject({ modified: [], git: null, hashed: 1, unchanged: 1 });
     expect(scan()).toMatchObject({ hashed: 0, unchanged: 2, git: null });
@@ -240,7 +251,7 @@ describe('[SCAN-1] a publication\'s own installs are never outside edits', () =>
     expect(base.added).toEqual(['private/hand.md']); // not the published claim or descriptor
     expect(base.diagnostics).toEqual([]);
     const p2 = publish('---\nkind: page\ntitle: Later\n---\nlater\n');
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150); // past the racy window (plan.ts isRacy)
+    pastRacyWindowSync();
     const r = scan();
     expect(r).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
     expect(r.hashed).toBe(1); // what a publication records of its install is racy: read once more, same bytes
@@ -354,6 +365,7 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     put('private/scope.md', record('sc', 'Wrong scope', '', 'x\n', 'conversation:other'));
     put('private/refs.md', record('refs', 'Refs', 'dependencies: [ok, missing-dep]\nevidence:\n  - source: src-000000000000000000000000\n'));
     put('private/rel.md', record('rel', 'Rel').replace('kind: page', 'kind: relationship\nrelationship_type: supports\nfrom: ok\nto: nowhere'));
+    pastRacyWindowSync(); // the second scan below reads none of them
     const r = scan();
     expect(codes(r)).toEqual([
       'invalid-record private/bad-kind.md',
