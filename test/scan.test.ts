@@ -201,6 +201,27 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     expect(r).toMatchObject({ renamed: [{ from: 'private/old-name.md', to: 'private/pages/new-name.md' }], added: [], deleted: [] });
   });
 
+  it('edits the user committed by hand are still observed: the checkpoint is committed on top, with no changes of its own (docs/local-history.md)', () => {
+    put('private/mine.yaml', 'x: 1\n');
+    put('private/theirs.yaml', 'y: 1\n');
+    scan();
+    put('private/mine.yaml', 'x: 2\n');
+    userGit(sb, vault, ['add', 'private/mine.yaml']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'my own edit']);
+    const userCommit = userGit(sb, vault, ['rev-parse', 'main']).trim();
+    const r = scan();
+    expect(r).toMatchObject({ modified: ['private/mine.yaml'], added: [], deleted: [], git: { state: 'committed' } });
+    // One commit on top of the user's, labelled external, holding the same tree: nothing of the user's is rewritten.
+    expect(userGit(sb, vault, ['rev-parse', `${r.git!.commit!}^`]).trim()).toBe(userCommit);
+    expect(userGit(sb, vault, ['rev-parse', `${r.git!.commit!}^{tree}`])).toBe(userGit(sb, vault, ['rev-parse', `${userCommit}^{tree}`]));
+    expect(nameStatus(r.git!.commit!)).toEqual([]);
+    expect(userGit(sb, vault, ['log', '-1', '--format=%s%n%(trailers:key=Knowledge-Actor,valueonly)', r.git!.commit!])).toMatch(/^External edits in private: 1 modified\nexternal/);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+    expect(JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout)).toMatchObject({ ok: true, problems: [] }); // its batch's commit and trailers check out
+    // Observed once: the next scan finds nothing.
+    expect(scan()).toMatchObject({ modified: [], git: null });
+  });
+
   it('removing a whole folder deletes its files in one checkpoint', () => {
     put('private/folder/a.md', record('fa', 'A'));
     put('private/folder/sub/b.md', record('fb', 'B'));
