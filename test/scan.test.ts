@@ -25,12 +25,13 @@ afterEach(() => sb.cleanup());
 const NO_GIT = { PATH: '/nonexistent-bin' };
 
 /**
- * Wait past the racy window (plan.ts isRacy, 100 ms) after writing files, so
- * the next scan records them as files a later scan may trust without reading.
+ * Past the racy window (plan.ts isRacy, 100 ms): files written before it are
+ * recorded by the next scan as files a later scan may trust without reading.
  * Tests asserting `hashed: 0` must not rely on the CLI taking that long to start.
  */
+const RACY_WAIT_MS = 150;
 function pastRacyWindowSync(): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150);
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, RACY_WAIT_MS);
 }
 
 function put(rel: string, text: string | Buffer): void {
@@ -788,7 +789,7 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
   };
   const operator: Caller = { kind: 'operator' };
   /** Past the racy window (plan.ts isRacy, 100 ms): a file read now is recorded as one the next scan may trust. */
-  const pastRacyWindow = () => new Promise((r) => setTimeout(r, 150));
+  const pastRacyWindow = () => new Promise((r) => setTimeout(r, RACY_WAIT_MS));
   /** An old mtime; its ctime (which no program sets) is now: trusted once pastRacyWindow() has passed too. */
   const old = (rel: string) => utimesSync(join(vault, rel), 1_700_000_000, 1_700_000_000);
 

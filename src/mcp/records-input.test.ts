@@ -76,7 +76,7 @@ describe('structured records become record files a caller would write (Appendix 
       expect(isKnowledgeError(err) && err.code, `${levels} levels`).toBe('E_VALIDATION');
       expect((err as Error).message).toMatch(/^record #2: fields\.deep nests arrays and objects more than 199 levels deep/);
     }
-    // Scalars and empty collections at the limit count as what they are.
+    // Scalars are no level, an empty collection is one; past the limit the count stops at limit + 1.
     expect(collectionDepth({ a: [], b: 'x' })).toBe(2);
     expect(collectionDepth('x')).toBe(0);
     expect(collectionDepth(nested(5), 3)).toBe(4);
