@@ -25,6 +25,8 @@ describe('[LAY-1] init creates the store layout', () => {
     const db = new Database(join(store, 'state.sqlite'), { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('user_version', { simple: true })).toBeGreaterThanOrEqual(1);
+    // A new store's pages are 16 KiB (db.ts PAGE_SIZE; BENCHMARKS.md "SQLite page size").
+    expect(db.pragma('page_size', { simple: true })).toBe(16384);
     db.close();
     const reg = JSON.parse(readFileSync(join(sb.home, '.knowledge', 'registry.json'), 'utf8'));
     expect(reg.stores[store]).toMatchObject({ vaultId: manifest.vaultId, writesEnabled: true });
@@ -37,6 +39,31 @@ describe('[LAY-1] init creates the store layout', () => {
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout).created).toBe(false);
     expect(readFileSync(join(sb.dir, 'st/vault/vault.json'), 'utf8')).toBe(a);
+  });
+});
+
+describe('[LAY-1] a store created with 4 KiB SQLite pages (before 16 KiB became the default)', () => {
+  it('keeps its page size and works: init again, publish, scan, search', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const file = join(sb.dir, 'st', 'state.sqlite');
+    const old = new Database(file);
+    old.pragma('journal_mode = DELETE');
+    old.pragma('page_size = 4096');
+    old.exec('VACUUM');
+    old.pragma('journal_mode = WAL');
+    expect(old.pragma('page_size', { simple: true })).toBe(4096);
+    old.close();
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'a.md'), '---\nkind: page\ntitle: Old pages\n---\nA body about parsnips.\n');
+    const pub = cli(sb, ['publish', '--store', 'st', 'a.md', '--json']);
+    expect(pub.code, pub.stderr).toBe(0);
+    expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+    const found = cli(sb, ['search', '--store', 'st', 'parsnips', '--json']);
+    expect(found.code, found.stderr).toBe(0);
+    expect(JSON.stringify(JSON.parse(found.stdout))).toContain('Old pages');
+    const db = new Database(file, { readonly: true });
+    expect(db.pragma('page_size', { simple: true })).toBe(4096);
+    db.close();
   });
 });
 
