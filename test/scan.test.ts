@@ -104,6 +104,9 @@ describe('[GIT-8] the first scan of a partition commits a baseline', () => {
     // Valid records are indexed; the scan shows in activity and its receipt is kept.
     const d = db();
     expect(d.prepare('SELECT id, path FROM records ORDER BY id').all()).toEqual([{ id: 'n1', path: 'private/notes/one.md' }, { id: 'n2', path: 'private/notes/two.md' }]);
+    // Its batch's size, counted when queued, is the committed files' bytes (the drain sizes chains from it).
+    const committedBytes = r.added.reduce((n: number, p: string) => n + readFileSync(join(vault, p)).length, 0);
+    expect(d.prepare("SELECT queued_bytes FROM batches WHERE kind = 'scan'").pluck().all()).toEqual([committedBytes]);
     d.close();
     const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout);
     expect(act).toEqual([expect.objectContaining({ kind: 'scan', id: r.scanId, actor: 'external', git: r.git })]);

@@ -143,6 +143,29 @@ describe('drainOutbox in chains', () => {
       .toEqual(pubs.map((p) => p.publicationId));
   });
 
+  it('each batch records its size when queued; chains are sized from it, and batches queued before it are summed file by file', async () => {
+    sb = makeSandbox();
+    const offline = service('missing');
+    await publishVersions(offline, 4);
+    const db = offline.store.db;
+    const sizes = db.prepare('SELECT b.queued_bytes AS q, (SELECT sum(length(f.bytes)) FROM batch_files f WHERE f.batch_id = b.batch_id) AS s FROM batches b ORDER BY b.batch_id')
+      .all() as Array<{ q: number; s: number }>;
+    expect(sizes).toHaveLength(4);
+    for (const r of sizes) expect(r.q).toBe(r.s);
+    // Recorded sizes that lie (0) let every batch into one chain under a budget of one batch...
+    const budget = Math.max(...sizes.map((r) => r.s)) + 1;
+    db.prepare('UPDATE batches SET queued_bytes = 0 WHERE batch_id = (SELECT min(batch_id) FROM batches)').run();
+    // ...while batches without a recorded size (queued by an older Knowledge) are summed: each goes alone.
+    db.prepare('UPDATE batches SET queued_bytes = NULL WHERE batch_id > (SELECT min(batch_id) FROM batches)').run();
+    offline.close();
+    open.pop();
+    const s = service('present');
+    const r = await drainOutbox(s.store, s.runner, { maxChainBytes: budget });
+    expect(r.committed).toHaveLength(4);
+    // Chains: [1 (0 bytes) + 2], [3], [4].
+    expect(ugit(sb, s.store.paths.vault, ['reflog', 'show', '--format=%gs', 'refs/heads/main']).trim().split('\n')).toHaveLength(3);
+  });
+
   it('a chain that times out is cut down and retried: the queue still drains, in order', async () => {
     sb = makeSandbox();
     const offline = service('missing');

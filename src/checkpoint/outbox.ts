@@ -31,10 +31,12 @@ export interface NewBatch {
 
 /** Queue a batch; call inside the acknowledging transaction. Returns its queue position. */
 export function enqueueBatch(db: DB, b: NewBatch): number {
+  let bytes = 0;
+  for (const c of b.changes) bytes += c.bytes?.length ?? 0;
   const info = db
-    .prepare(`INSERT INTO batches(kind, ref_id, actor, subject, created_at, state)
-              VALUES (?, ?, ?, ?, ?, 'queued')`)
-    .run(b.kind, b.refId, b.actor, b.subject, b.createdAt);
+    .prepare(`INSERT INTO batches(kind, ref_id, actor, subject, created_at, state, queued_bytes)
+              VALUES (?, ?, ?, ?, ?, 'queued', ?)`)
+    .run(b.kind, b.refId, b.actor, b.subject, b.createdAt, bytes);
   const batchId = Number(info.lastInsertRowid);
   const ins = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) VALUES (?, ?, ?, ?)');
   for (const c of b.changes) ins.run(batchId, c.path, c.bytes === null ? 1 : 0, c.bytes);
@@ -58,8 +60,11 @@ export const queuedBytesSql = (f: string): string =>
  * many.
  */
 export function queueStagedFiles(db: DB, batchId: number, scanId: string): number {
-  return db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) SELECT ?, path, 0, NULL FROM scan_staging WHERE scan_id = ?')
+  const queued = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) SELECT ?, path, 0, NULL FROM scan_staging WHERE scan_id = ?')
     .run(batchId, scanId).changes;
+  db.prepare('UPDATE batches SET queued_bytes = coalesce(queued_bytes, 0) + (SELECT coalesce(sum(length(bytes)), 0) FROM scan_staging WHERE scan_id = ?) WHERE batch_id = ?')
+    .run(scanId, batchId);
+  return queued;
 }
 
 /** Leftovers of scans that queued nothing (killed, or failed): the staged bytes of queued scan batches stay. */
@@ -231,10 +236,12 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   // the queue always makes progress down to single batches.
   let chainLimit = Math.min(maxBatches, FIRST_CHAIN);
   const maxBytes = Math.max(1, opts.maxChainBytes ?? CHAIN_MAX_BYTES);
-  // A batch's size counts its bytes wherever queuedBytesSql finds them (a scan's: in its staged rows).
+  // A batch's size was counted when it was queued (queued_bytes); one queued
+  // before that was counted (migration 010) is summed wherever
+  // queuedBytesSql finds its bytes (a scan's: in its staged rows).
   const nextRows = db.prepare(
-    `SELECT b.*, (SELECT COALESCE(SUM(length(f.bytes)), 0) FROM batch_files f WHERE f.batch_id = b.batch_id)
-       + (CASE WHEN b.kind = 'scan' THEN (SELECT COALESCE(SUM(length(s.bytes)), 0) FROM scan_staging s WHERE s.scan_id = b.ref_id) ELSE 0 END) AS size
+    `SELECT b.*, coalesce(b.queued_bytes, (SELECT COALESCE(SUM(length(f.bytes)), 0) FROM batch_files f WHERE f.batch_id = b.batch_id)
+       + (CASE WHEN b.kind = 'scan' THEN (SELECT COALESCE(SUM(length(s.bytes)), 0) FROM scan_staging s WHERE s.scan_id = b.ref_id) ELSE 0 END)) AS size
      FROM batches b WHERE b.state = 'queued' AND b.batch_id <= ? ORDER BY b.batch_id LIMIT ?`,
   );
   const loadFiles = db.prepare(`SELECT f.batch_id, f.path, f.deleted, ${queuedBytesSql('f')} AS bytes FROM batch_files f WHERE f.batch_id BETWEEN ? AND ? ORDER BY f.batch_id, f.path`);

@@ -1,0 +1,12 @@
+/**
+ * Each queued batch's size in bytes, counted once when it is queued
+ * (checkpoint/outbox.ts). A drain sizes its next chain from it; before, it
+ * summed the bytes of every file of the next 64 queued batches on every
+ * attempt, which made each publication slower the longer Git stayed away
+ * (measured, Git unavailable, 150 batches of 10,000 records queued: 20-24 ms
+ * of every publication went to that sum). Batches queued before this
+ * version have NULL here and are still summed file by file.
+ */
+export default `
+  ALTER TABLE batches ADD COLUMN queued_bytes INTEGER;
+`;
