@@ -1,5 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, readdirSync } from 'node:fs';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { GitRunner, GIT_OVERRIDES, classifyGitFailure } from './runner.js';
 import { makeSandbox, userRepo, type GitSandbox } from './test-sandbox.js';
 
@@ -24,6 +25,29 @@ describe('GitRunner', () => {
     const r = await new GitRunner({ gitPath: '/nonexistent/git' }).run(['status'], { cwd: '/' });
     expect(r.code).toBe(-1);
     expect(r.stderr).toContain('ENOENT');
+  });
+
+  it('starts no process to learn that git is missing, and still notices a git that appears later [GIT-17]', async () => {
+    sb = makeSandbox();
+    const bin = join(sb.dir, 'bin');
+    const byPath = new GitRunner({ gitPath: join(bin, 'git') });
+    const onPath = new GitRunner({ pathEnv: `/nonexistent-bin:${bin}` });
+    const runs = [vi.spyOn(byPath, 'run'), vi.spyOn(onPath, 'run')];
+    expect(await byPath.detect()).toEqual({ ok: false, reason: `git executable not found: ${join(bin, 'git')}` });
+    expect(await onPath.detect()).toEqual({ ok: false, reason: 'git executable not found on PATH' });
+    for (const run of runs) expect(run).not.toHaveBeenCalled();
+    // Something by that name that cannot run is tried, and reported as before.
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'git'), 'not a program\n', { mode: 0o644 });
+    expect(await byPath.detect()).toEqual({ ok: false, reason: `git executable not found: ${join(bin, 'git')}` });
+    expect(runs[0]).toHaveBeenCalledTimes(1);
+    // A real git installed there is found.
+    rmSync(join(bin, 'git'));
+    const real = (process.env.PATH ?? '').split(':').map((d) => join(d, 'git')).find((f) => existsSync(f));
+    expect(real, 'a git on the test PATH').toBeDefined();
+    symlinkSync(real!, join(bin, 'git'));
+    expect((await byPath.detect()).ok).toBe(true);
+    expect((await onPath.detect()).ok).toBe(true);
   });
 
   it.skipIf(!existsSync('/proc/self/fd'))('keeps no descriptors open for attempts while git is missing (needs /proc)', async () => {
