@@ -75,8 +75,15 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
   // size, so a 100k-file scan does not leave 100k oversized buffers to the GC.
   let scratch = Buffer.allocUnsafe(256 * 1024);
 
-  /** Read from `fd` to EOF, or to one byte past MAX_BYTES; a copy of exactly the bytes read. */
-  const readAll = (fd: number): Buffer => {
+  /**
+   * Read from `fd` to EOF, or to one byte past MAX_BYTES; a copy of exactly
+   * the bytes read. A read that returns less than it asked for, ending at
+   * `size` (the fstat size), is taken as the end without one more read that
+   * returns 0: a regular file's read comes up short only at its end, and the
+   * caller's fstat after the read still refuses any other outcome (one
+   * system call fewer per file; a 100k-file baseline makes ~1.4M).
+   */
+  const readAll = (fd: number, size: number): Buffer => {
     let len = 0;
     while (len <= MAX_BYTES) {
       if (len === scratch.length) {
@@ -84,9 +91,11 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         scratch.copy(bigger, 0, 0, len);
         scratch = bigger;
       }
-      const n = nodeFs.readSync(fd, scratch, len, Math.min(scratch.length - len, MAX_BYTES + 1 - len), null);
+      const want = Math.min(scratch.length - len, MAX_BYTES + 1 - len);
+      const n = nodeFs.readSync(fd, scratch, len, want, null);
       if (n === 0) break;
       len += n;
+      if (n < want && len === size) break;
     }
     const out = Buffer.from(scratch.subarray(0, len));
     if (scratch.length > 4 * 1024 * 1024) scratch = Buffer.allocUnsafe(256 * 1024); // do not keep a huge file's buffer
@@ -117,7 +126,7 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         if (!before.isFile()) return { kind: 'special' };
         if (before.size > BigInt(MAX_BYTES)) return { kind: 'too-large', size: Number(before.size) };
         // To EOF, not to the stat size: a growing file must show as changed.
-        bytes = readAll(fd);
+        bytes = readAll(fd, Number(before.size));
         if (bytes.length > MAX_BYTES) return { kind: 'too-large', size: bytes.length };
         after = nodeFs.fstatSync(fd, { bigint: true });
       } catch (err) {
