@@ -143,8 +143,8 @@ export class GitRunner {
 
   /**
    * Where starting `gitPath` may find it, as the search for an executable
-   * does: the path itself when it names a folder, else each PATH entry (an
-   * empty or relative entry counts from git's working folder for detection, `/`).
+   * does: the path itself when it has a slash, else that name in each PATH
+   * entry (an empty or relative entry counts from detection's working folder, `/`).
    */
   private candidates(): string[] {
     if (this.gitPath.includes('/')) return [resolve('/', this.gitPath)];
