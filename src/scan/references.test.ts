@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { migrate, type DB } from '../store/db.js';
-import { badReferencesSql, recheckReferences } from './references.js';
+import { badReferencesSql, partitionRead, recheckReferences } from './references.js';
 
 const opened: DB[] = [];
 afterEach(() => {
@@ -56,11 +56,35 @@ describe('[REC-3] references are re-checked for a partition or for named records
 
   it('named records are looked up by path: the partition\'s records are never read for them', () => {
     const db = store();
-    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${badReferencesSql(true)}`).all({ p: 'private', paths: '[]' }) as Array<{ detail: string }>).map((p) => p.detail);
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${badReferencesSql('paths')}`).all({ p: 'private', paths: '[]' }) as Array<{ detail: string }>).map((p) => p.detail);
     const records = plan.filter((d) => /\brecords\b/.test(d) && !/^SEARCH t /.test(d));
     expect(records).toEqual(['SEARCH records USING INDEX sqlite_autoindex_records_2 (path=?)']);
-    // The whole-partition statement does read the partition (for contrast: the test can tell them apart).
-    const whole = (db.prepare(`EXPLAIN QUERY PLAN ${badReferencesSql(false)}`).all({ p: 'private' }) as Array<{ detail: string }>).map((p) => p.detail);
+    // The whole-partition statements do read the partition (for contrast: the test can tell them apart).
+    const whole = (db.prepare(`EXPLAIN QUERY PLAN ${badReferencesSql('partition-index')}`).all({ p: 'private' }) as Array<{ detail: string }>).map((p) => p.detail);
     expect(whole.some((d) => /^SEARCH records USING INDEX records_partition/.test(d))).toBe(true);
+  });
+
+  it('a whole partition is read once: by its index when it is a small share of the store, else by one pass over the table', () => {
+    const db = store();
+    const reads = (sql: string) => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all({ p: 'private' }) as Array<{ detail: string }>)
+      .map((p) => p.detail).filter((d) => /\brecords\b/.test(d) && !/^SEARCH t /.test(d));
+    expect(reads(badReferencesSql('partition-index'))).toEqual([expect.stringMatching(/^SEARCH records USING INDEX records_partition\w* \(partition=\?\)$/)]);
+    expect(reads(badReferencesSql('partition-scan'))).toEqual(['SCAN records']);
+    // The fixture: 306 records in private, 1 in sess-1.
+    expect(partitionRead(db, 'private')).toBe('partition-scan');
+    expect(partitionRead(db, 'sess-1')).toBe('partition-index');
+    // Both reads give the same verdicts.
+    const viaScan = store();
+    recheckReferences(viaScan, 'private');
+    const viaIndex = store();
+    // Another partition five times its size makes private a small share of the store.
+    const fill = viaIndex.prepare(`INSERT INTO records(${COLS}) VALUES (?, 'sess-2', ?, 'page', ?, 1, 'active', 'x', 't', 't', '[]', '[]', '{}', '')`);
+    viaIndex.transaction(() => {
+      for (let i = 0; i < 1600; i++) fill.run(`f${i}`, `conversations/sess-2/pages/f${i}.md`, `f${i}`);
+    })();
+    expect(partitionRead(viaIndex, 'private')).toBe('partition-index');
+    recheckReferences(viaIndex, 'private');
+    expect(diagnostics(viaScan)).toHaveLength(4);
+    expect(diagnostics(viaIndex)).toEqual(diagnostics(viaScan));
   });
 });

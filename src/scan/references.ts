@@ -40,12 +40,35 @@ const badRefsSql = (records: string, materialized: boolean) => `
    WHERE instr(r.meta, '"evidence":[]') = 0
      AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.partition = r.partition AND s.source_id = json_extract(j.value, '$.source'))
   ORDER BY 1, 2, 3`;
-const PARTITION_SQL = badRefsSql('SELECT path, partition, kind, meta FROM records WHERE partition = @p', false);
+// The whole partition is read once, keeping only the records that may hold
+// a reference (each branch above filters again): not materialized, every
+// branch read all of the partition's rows again (four passes; measured on a
+// 100k baseline: 1.04-1.13 s, one pass 0.52-0.60 s). How that pass reads
+// the partition depends on its share of the store: through the partition
+// index, each row is a lookup in index order (~5 µs per row); reading the
+// whole table in order is ~1 µs per row of the store (0.10 s against 0.55 s
+// for a partition that is the whole 100k store, measured).
+const PARTITION_FILTER = `partition = @p
+      AND (kind = 'relationship' OR instr(meta, '"dependencies":[]') = 0 OR instr(meta, '"evidence":[]') = 0)`;
+const PARTITION_BY_INDEX_SQL = badRefsSql(`SELECT path, partition, kind, meta FROM records WHERE ${PARTITION_FILTER}`, true);
+const PARTITION_BY_SCAN_SQL = badRefsSql(`SELECT path, partition, kind, meta FROM records NOT INDEXED WHERE ${PARTITION_FILTER}`, true);
 const PATHS_SQL = badRefsSql('SELECT path, partition, kind, meta FROM records WHERE path IN (SELECT value FROM json_each(@paths)) AND +partition = @p', true);
 
+/** A partition holding at least 1/PARTITION_SCAN_SHARE of the store's records is read by scanning the table. */
+const PARTITION_SCAN_SHARE = 5;
+
+export type BadReferencesRead = 'paths' | 'partition-index' | 'partition-scan';
+
 /** The statement a re-check runs (tests read its query plan). */
-export function badReferencesSql(byPaths: boolean): string {
-  return byPaths ? PATHS_SQL : PARTITION_SQL;
+export function badReferencesSql(read: BadReferencesRead): string {
+  return read === 'paths' ? PATHS_SQL : read === 'partition-index' ? PARTITION_BY_INDEX_SQL : PARTITION_BY_SCAN_SQL;
+}
+
+/** How a whole-partition re-check reads `partition`: by its index when it is a small share of the store. */
+export function partitionRead(db: DB, partition: string): BadReferencesRead {
+  const inPartition = db.prepare('SELECT count(*) FROM records WHERE partition = ?').pluck().get(partition) as number;
+  const all = db.prepare('SELECT count(*) FROM records').pluck().get() as number;
+  return inPartition * PARTITION_SCAN_SHARE >= all ? 'partition-scan' : 'partition-index';
 }
 
 /** Re-check a partition's references, or only those of the records at `paths`. Returns how many files have bad ones. */
@@ -57,7 +80,7 @@ export function recheckReferences(db: DB, partition: string, paths?: readonly st
     for (const path of paths) del.run(path);
   }
   const rows = (paths === undefined
-    ? db.prepare(PARTITION_SQL).all({ p: partition })
+    ? db.prepare(badReferencesSql(partitionRead(db, partition))).all({ p: partition })
     : db.prepare(PATHS_SQL).all({ p: partition, paths: JSON.stringify(paths) })) as BadRef[];
   const byPath = new Map<string, string[]>();
   for (const r of rows) {
