@@ -5,6 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { appendFileSync, chmodSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -732,6 +733,10 @@ describe('[GIT-16][SCAN-3] a scan retries waiting checkpoints first, then commit
     expect(verify()).toMatchObject({ ok: true, batches: { queued: 1 }, problems: [] });
     const d = new Database(join(store, 'state.sqlite')); // no Knowledge process is running
     try {
+      // Each staged row carries the hash its reader took of those bytes (checking it does not hash them again).
+      const rows = d.prepare('SELECT path, bytes, sha256 FROM scan_staging ORDER BY path').all() as Array<{ path: string; bytes: Buffer; sha256: string }>;
+      expect(rows.map((x) => [x.path, x.sha256])).toEqual(rows.map((x) => [x.path, createHash('sha256').update(x.bytes).digest('hex')]));
+      expect(rows).toHaveLength(2);
       // a.md as a Knowledge before schema version 6 queued it: its bytes in batch_files, none staged.
       d.prepare("UPDATE batch_files SET bytes = (SELECT bytes FROM scan_staging WHERE path = 'private/a.md') WHERE path = 'private/a.md'").run();
       d.prepare("DELETE FROM scan_staging WHERE path = 'private/a.md'").run();

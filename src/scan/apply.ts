@@ -110,11 +110,11 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       // row for each page. (Rows of earlier scans whose checkpoints still wait have lower rowids:
       // the first page steps over them once.) The staged bytes are checked again here (cheaper
       // than staging the verdicts as well).
-      const page = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
+      const page = db.prepare('SELECT rowid, path, bytes, sha256 FROM scan_staging WHERE +scan_id = ? AND rowid > ? ORDER BY rowid LIMIT 500');
       for (;;) {
-        const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer }>;
+        const rows = page.all(a.scanId, after) as Array<{ rowid: number; path: string; bytes: Buffer; sha256: string | null }>;
         if (rows.length === 0) break;
-        for (const r of rows) take(r.rowid, r.path, r.bytes, checkStaged(r.path, r.bytes));
+        for (const r of rows) take(r.rowid, r.path, r.bytes, checkStaged(r.path, r.bytes, r.sha256));
       }
       indexer.finish();
       return indexer;

@@ -49,9 +49,9 @@ try {
   const { checkStaged } = await import('./check.js');
   db = new Database(job.file, { readonly: true, fileMustExist: true });
   db.pragma('busy_timeout = 5000');
-  const rows = db.prepare('SELECT rowid, path, bytes FROM scan_staging WHERE +scan_id = ? ORDER BY rowid')
+  const rows = db.prepare('SELECT rowid, path, bytes, sha256 FROM scan_staging WHERE +scan_id = ? ORDER BY rowid')
     .raw()
-    .iterate(job.scanId) as IterableIterator<[number, string, Buffer]>;
+    .iterate(job.scanId) as IterableIterator<[number, string, Buffer, string | null]>;
   let out: Array<[number, string, FileCheck]> = [];
   let held: Buffer[] = [];
   let total = 0;
@@ -82,10 +82,10 @@ try {
     held = [];
     total = 0;
   };
-  for (const [rowid, path, bytes] of rows) {
+  for (const [rowid, path, bytes, sha256] of rows) {
     if (stopped()) break;
     if (out.length === 0) started = performance.now();
-    out.push([rowid, path, checkStaged(path, bytes)]);
+    out.push([rowid, path, checkStaged(path, bytes, sha256)]);
     Atomics.add(s, 4, 1);
     count++;
     if (job.bytes) held.push(bytes);

@@ -1,8 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { checkFile } from './check.js';
-import { MAX_YAML_DEPTH } from '../records/record.js';
+import { checkFile, checkStaged } from './check.js';
+import { MAX_YAML_DEPTH, sha256Hex } from '../records/record.js';
 
 const yaml = (text: string) => checkFile('private/notes/a.yaml', 'private', Buffer.from(text), '0'.repeat(64));
+
+describe('checkStaged', () => {
+  it('takes the hash staged with the bytes (the reader took it from them), and hashes rows staged without one', () => {
+    const text = Buffer.from('---\nformat: knowledge-record-v1\nid: rec-a\nrevision: 1\nscope: private\nrecorded_at: "2026-01-01T00:00:00.000Z"\nupdated_at: "2026-01-01T00:00:00.000Z"\nlifecycle: active\nkind: page\ntitle: A\n---\nBody\n');
+    const staged = checkStaged('private/pages/a.md', text, 'f'.repeat(64));
+    expect(staged).toMatchObject({ kind: 'record', row: { id: 'rec-a', sha256: 'f'.repeat(64) } });
+    expect(checkStaged('private/pages/a.md', text, null)).toMatchObject({ kind: 'record', row: { id: 'rec-a', sha256: sha256Hex(text) } });
+  });
+});
 
 describe('checkFile on YAML files [SCAN-2]', () => {
   it('accepts valid YAML and names the problem of invalid YAML in words', () => {

@@ -39,9 +39,14 @@ export function checkFile(path: string, partition: string, bytes: Buffer, sha256
   return isMarkdownPath(path) ? checkRecord(path, partition, text, sha256) : checkYaml(text);
 }
 
-/** The verdict on a file a scan staged: in the partition its path names, hashed here. Both the applying transaction and the check worker call this. */
-export function checkStaged(path: string, bytes: Buffer): FileCheck {
-  return checkFile(path, partitionOfPath(path) ?? '', bytes, sha256Hex(bytes));
+/**
+ * The verdict on a file a scan staged, in the partition its path names.
+ * `sha256` is the hash staged with it, taken by the scan's reader from these
+ * very bytes (hashed here when absent: rows staged before migration 011).
+ * Both the applying transaction and the check worker call this.
+ */
+export function checkStaged(path: string, bytes: Buffer, sha256: string | null): FileCheck {
+  return checkFile(path, partitionOfPath(path) ?? '', bytes, sha256 ?? sha256Hex(bytes));
 }
 
 function invalid(code: DiagnosticCode, reason: string): FileCheck {

@@ -65,12 +65,12 @@ export function observe(
   const folders = partitions.map((p) => recordedFolders(db, p));
   progress.expected = knownCount;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
-  const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes) VALUES (?, ?, ?)');
+  const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes, sha256) VALUES (?, ?, ?, ?)');
   const read: ReadFile[] = [];
   const diagnostics: ScanDiagnostic[] = [];
   const blocked: string[] = [];
   let unchanged = 0;
-  let stage: Array<[string, Buffer]> = [];
+  let stage: Array<[string, Buffer, string]> = [];
   let stageBytes = 0;
 
   const flushStage = () => {
@@ -79,7 +79,7 @@ export function observe(
     stage = [];
     stageBytes = 0;
     db.transaction(() => {
-      for (const [path, bytes] of rows) insStage.run(scanId, path, bytes);
+      for (const [path, bytes, sha256] of rows) insStage.run(scanId, path, bytes, sha256);
     })();
     crashPoint('scan-mid-stage');
   };
@@ -102,7 +102,7 @@ export function observe(
         // Changed bytes are staged unparsed: apply checks them once. The record id
         // that pairs a rename is read back below, only when some file is gone.
         if (knownSha !== r.sha256) {
-          stage.push([path, r.bytes]);
+          stage.push([path, r.bytes, r.sha256]);
           stageBytes += r.bytes.length;
           if (stage.length >= STAGE_FILES || stageBytes >= STAGE_BYTES) flushStage();
         }
