@@ -15,10 +15,11 @@ interface BadRef { path: string; field: string; target: string | null; parked: n
 // `records` is either the whole partition's or the named paths' (one statement
 // for both, `@paths IS NULL OR path IN …`, read every record of the partition
 // even for one path: 0.14 s per one-file scan in a 100k-record store, measured).
-// The named paths' rows are materialized once (else each branch below looks
-// for relationships among the whole partition's records, by kind).
-const badRefsSql = (records: string, materialized: boolean) => `
-  WITH r AS ${materialized ? 'MATERIALIZED ' : ''}(${records})
+// Either way the rows are read once, materialized, for the four branches
+// below (else each branch reads them again; for named paths, looks for
+// relationships among the whole partition's records, by kind).
+const badRefsSql = (records: string) => `
+  WITH r AS MATERIALIZED (${records})
   SELECT r.path AS path, 'dependency' AS field, j.value AS target,
          EXISTS (SELECT 1 FROM scan_duplicate_rows d WHERE d.id = j.value) AS parked
     FROM r, json_each(r.meta, '$.dependencies') j
@@ -50,9 +51,9 @@ const badRefsSql = (records: string, materialized: boolean) => `
 // for a partition that is the whole 100k store, measured).
 const PARTITION_FILTER = `partition = @p
       AND (kind = 'relationship' OR instr(meta, '"dependencies":[]') = 0 OR instr(meta, '"evidence":[]') = 0)`;
-const PARTITION_BY_INDEX_SQL = badRefsSql(`SELECT path, partition, kind, meta FROM records WHERE ${PARTITION_FILTER}`, true);
-const PARTITION_BY_SCAN_SQL = badRefsSql(`SELECT path, partition, kind, meta FROM records NOT INDEXED WHERE ${PARTITION_FILTER}`, true);
-const PATHS_SQL = badRefsSql('SELECT path, partition, kind, meta FROM records WHERE path IN (SELECT value FROM json_each(@paths)) AND +partition = @p', true);
+const PARTITION_BY_INDEX_SQL = badRefsSql(`SELECT path, partition, kind, meta FROM records WHERE ${PARTITION_FILTER}`);
+const PARTITION_BY_SCAN_SQL = badRefsSql(`SELECT path, partition, kind, meta FROM records NOT INDEXED WHERE ${PARTITION_FILTER}`);
+const PATHS_SQL = badRefsSql('SELECT path, partition, kind, meta FROM records WHERE path IN (SELECT value FROM json_each(@paths)) AND +partition = @p');
 
 /** A partition holding at least 1/PARTITION_SCAN_SHARE of the store's records is read by scanning the table. */
 const PARTITION_SCAN_SHARE = 5;
