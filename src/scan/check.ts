@@ -42,7 +42,9 @@ export function checkFile(path: string, partition: string, bytes: Buffer, sha256
 /**
  * The verdict on a file a scan staged, in the partition its path names.
  * `sha256` is the hash staged with it, taken by the scan's reader from these
- * very bytes (hashed here when absent: rows staged before migration 011).
+ * very bytes; a row staged without one is hashed here. (Rows a Knowledge
+ * before migration 011 staged are never checked again: a queued scan's rows
+ * are only read for their bytes, and unqueued leftovers are cleared.)
  * Both the applying transaction and the check worker call this.
  */
 export function checkStaged(path: string, bytes: Buffer, sha256: string | null): FileCheck {
