@@ -501,6 +501,35 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(lines.filter((l) => l.startsWith('  deleted') || l.startsWith('  git:'))).toEqual([expect.stringMatching(/^ {2}git: committed [0-9a-f]{40}$/)]);
   });
 
+  it('the human output lists at most 50 lines of each kind and counts the rest; diagnostics of changed files come first', () => {
+    // A vault of notes written by hand (no Knowledge frontmatter): a diagnostic for each, standing from scan to scan.
+    for (let i = 0; i < 60; i++) put(`private/notes/n${String(i).padStart(2, '0')}.md`, `---\ntitle: Note ${i}\n---\nbody ${i}\n`);
+    const first = cli(sb, ['scan', '--store', 'st']);
+    expect(first.code, first.stderr).toBe(0);
+    const lines = first.stdout.trimEnd().split('\n');
+    expect(lines.filter((l) => l.startsWith('  added     '))).toHaveLength(50);
+    expect(lines).toContain('  ... and 10 more added (--json lists every one)');
+    expect(lines).toContain('  0 unchanged, 60 read, 60 diagnostics');
+    const notes = lines.filter((l) => l.startsWith('  invalid-record: '));
+    expect(notes).toHaveLength(50);
+    expect(notes[0]).toBe('  invalid-record: private/notes/n00.md: not a Knowledge record: its frontmatter has no "format: knowledge-record-v1"; '
+      + 'checkpointed as it is, not indexed (a record also needs valid id, revision, scope, recorded_at, updated_at, kind, lifecycle)');
+    expect(lines).toContain('  ... and 10 more diagnostics (--json lists every one)');
+    expect(lines[lines.length - 1]).toMatch(/^ {2}git: committed [0-9a-f]{40}$/);
+    // The JSON receipt still lists every one.
+    put('private/notes/n59.md', 'now without frontmatter\n');
+    const r = scan();
+    expect(r.diagnostics).toHaveLength(60);
+    // One edited file among 59 standing diagnostics: its own comes first in the human output.
+    put('private/notes/n58.md', 'no frontmatter either\n');
+    const again = cli(sb, ['scan', '--store', 'st']).stdout.trimEnd().split('\n');
+    expect(again.filter((l) => l.startsWith('  modified  '))).toEqual(['  modified  private/notes/n58.md']);
+    const diags = again.filter((l) => /^ {2}(invalid-record|broken-envelope): /.test(l));
+    expect(diags).toHaveLength(50);
+    expect(diags[0]).toBe('  broken-envelope: private/notes/n58.md: missing frontmatter: a record must begin with a "---" line');
+    expect(again).toContain('  59 unchanged, 1 read, 60 diagnostics');
+  });
+
   it('a reference fixed by a later publication is re-checked by the next scan', () => {
     put('private/dep.md', record('dep', 'Depends', 'dependencies: [rec-later]\n'));
     expect(codes(scan())).toEqual(['invalid-reference private/dep.md']);

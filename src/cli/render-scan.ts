@@ -15,15 +15,30 @@ export function shown(s: string): string {
   return s.replace(/[\u0000-\u001f\u007f-\u009f\\]/g, (c) => (c === '\\' ? '\\\\' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
 }
 
+/**
+ * Lines shown per list (added, modified, renamed, deleted, diagnostics); the
+ * rest is counted. A baseline of a large vault adds every file, and a vault
+ * of hand-written notes has a standing diagnostic for each: listing them all
+ * on every scan would bury what changed. `--json` lists everything.
+ */
+export const SHOWN_PER_LIST = 50;
+
 export function renderScan(r: ScanReceipt, formatGit: (g: GitState) => string): string {
   const lines = [`scan ${r.scanId} of ${r.partitions.join(', ') || 'no partition'}${r.baseline ? ` (baseline of ${r.baselined.join(', ')})` : ''}`];
   for (const x of r.retried) lines.push(`  retried ${x.kind} ${x.id}: ${formatGit(x.git)}`);
-  for (const p of r.added) lines.push(`  added     ${shown(p)}`);
-  for (const p of r.modified) lines.push(`  modified  ${shown(p)}`);
-  for (const x of r.renamed) lines.push(`  renamed   ${shown(x.from)} -> ${shown(x.to)}`);
-  for (const p of r.deleted) lines.push(`  deleted   ${shown(p)}`);
-  lines.push(`  ${r.unchanged} unchanged, ${r.hashed} read`);
-  for (const d of r.diagnostics) lines.push(`  ${d.code}: ${shown(d.path)}: ${shown(d.reason)}`);
+  const list = <T>(items: readonly T[], what: string, line: (x: T) => string) => {
+    for (const x of items.slice(0, SHOWN_PER_LIST)) lines.push(line(x));
+    if (items.length > SHOWN_PER_LIST) lines.push(`  ... and ${items.length - SHOWN_PER_LIST} more ${what} (--json lists every one)`);
+  };
+  list(r.added, 'added', (p) => `  added     ${shown(p)}`);
+  list(r.modified, 'modified', (p) => `  modified  ${shown(p)}`);
+  list(r.renamed, 'renamed', (x) => `  renamed   ${shown(x.from)} -> ${shown(x.to)}`);
+  list(r.deleted, 'deleted', (p) => `  deleted   ${shown(p)}`);
+  lines.push(`  ${r.unchanged} unchanged, ${r.hashed} read${r.diagnostics.length > 0 ? `, ${r.diagnostics.length} diagnostic${r.diagnostics.length === 1 ? '' : 's'}` : ''}`);
+  // Diagnostics of files this scan found changed come first; standing ones (files unchanged since an earlier scan) after.
+  const changed = new Set([...r.added, ...r.modified, ...r.renamed.map((x) => x.to)]);
+  const diagnostics = [...r.diagnostics.filter((d) => changed.has(d.path)), ...r.diagnostics.filter((d) => !changed.has(d.path))];
+  list(diagnostics, 'diagnostics', (d) => `  ${d.code}: ${shown(d.path)}: ${shown(d.reason)}`);
   lines.push(`  git: ${r.git ? formatGit(r.git) : 'nothing to commit'}`);
   return lines.join('\n') + '\n';
 }

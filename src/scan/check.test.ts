@@ -45,3 +45,32 @@ describe('checkFile on YAML files [SCAN-2]', () => {
     expect(yaml(Array.from({ length: 5000 }, (_, i) => `k${i}: [[a], {b: [c]}]\n`).join(''))).toEqual({ kind: 'yaml' });
   });
 });
+
+describe('checkFile on Markdown that is not a record [REC-3, SCAN-2]', () => {
+  const md = (text: string) => checkFile('private/notes/n.md', 'private', Buffer.from(text), '0'.repeat(64));
+
+  it('says in one line that a note without "format" is not a record, naming the fields a record needs', () => {
+    const v = md('---\ntitle: Groceries\ntags: [home]\n---\nmilk, eggs\n');
+    expect(v).toEqual({
+      kind: 'invalid',
+      finding: {
+        code: 'invalid-record',
+        reason: 'not a Knowledge record: its frontmatter has no "format: knowledge-record-v1"; checkpointed as it is, not indexed'
+          + ' (a record also needs valid id, revision, scope, recorded_at, updated_at, kind, lifecycle)',
+      },
+    });
+    // A field that is there but wrong is named too, once.
+    expect(md('---\ntitle: T\nkind: note\n---\nx\n')).toMatchObject({ finding: { code: 'invalid-record', reason: expect.stringMatching(/a record also needs valid id, revision, scope, recorded_at, updated_at, kind, lifecycle\)$/) } });
+  });
+
+  it('lists every issue in full once the file declares the format', () => {
+    const v = md('---\nformat: knowledge-record-v1\ntitle: Groceries\n---\nmilk\n');
+    expect(v).toMatchObject({ kind: 'invalid', finding: { code: 'invalid-record' } });
+    const reason = (v as { finding: { reason: string } }).finding.reason;
+    expect(reason).toContain('id: is required');
+    expect(reason).toContain('kind: is required (page | claim | relationship)');
+    expect(reason).not.toContain('not a Knowledge record');
+    // A wrong format is an error in a record, not a note.
+    expect(md('---\nformat: knowledge-record-v2\nid: rec-a\n---\nx\n')).toMatchObject({ finding: { reason: expect.stringContaining('format: ') } });
+  });
+});

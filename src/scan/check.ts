@@ -5,7 +5,8 @@
  * disk; the verdict only decides the index and the diagnostics.
  */
 import { Composer, Document } from 'yaml';
-import { parseRecordText, sha256Hex, validateStored, yamlErrorMessage, yamlTokens, YAML_TOO_DEEP, type ParsedFile } from '../records/record.js';
+import { parseRecordText, sha256Hex, validateStored, yamlErrorMessage, yamlTokens, YAML_TOO_DEEP, type ParsedFile, type ValidationIssue } from '../records/record.js';
+import { RECORD_FORMAT } from '../records/types.js';
 import { partitionOfPath } from '../store/layout.js';
 import { isMarkdownPath } from './scope.js';
 import { fastParseRecord } from './frontmatter.js';
@@ -66,7 +67,7 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
     file = parsed.file;
   }
   const v = validateStored(file);
-  if (!v.ok) return invalid('invalid-record', v.reason);
+  if (!v.ok) return invalid('invalid-record', Object.hasOwn(file.data, 'format') ? v.reason : notARecordReason(v.issues));
   const m = v.meta;
   const findings: Finding[] = [];
   if (m.scope !== partition) {
@@ -92,6 +93,20 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
       body: file.body,
     },
   };
+}
+
+/**
+ * Why a Markdown file whose frontmatter has no `format` at all is not
+ * indexed. Such a file is almost always a note written by hand or by another
+ * tool (an editor, Obsidian), not a record gone wrong: one short line that
+ * says so and names the fields a record would need, rather than one error
+ * per missing field on every scan. A file that declares the format gets
+ * every issue in full.
+ */
+export function notARecordReason(issues: readonly ValidationIssue[]): string {
+  const fields = [...new Set(issues.map((i) => i.field.split('.')[0]!).filter((f) => f !== 'format'))];
+  return `not a Knowledge record: its frontmatter has no "format: ${RECORD_FORMAT}"; checkpointed as it is, not indexed` +
+    (fields.length > 0 ? ` (a record also needs valid ${fields.join(', ')})` : '');
 }
 
 function checkYaml(file: string): FileCheck {
