@@ -105,6 +105,26 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
     expect(r.stderr).toMatch(/^E_UNAVAILABLE: no store .*knowledge init/);
     expect(existsSync(join(sb.dir, 'nowhere'))).toBe(false);
   });
+
+  it('--store pointed at a vault (or a folder in it) names the store it belongs to, and init refuses to nest a store there', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const store = join(sb.dir, 'st');
+    for (const dir of ['st/vault', 'st/vault/private/notes']) {
+      const r = cli(sb, ['scan', '--store', dir]);
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(`E_UNAVAILABLE: no store at ${join(sb.dir, dir)}: it is inside the vault of the store ${store} (use --store ${store})`);
+      const i = cli(sb, ['init', dir]);
+      expect(i.code).toBe(1);
+      expect(i.stderr).toMatch(new RegExp(`^E_VALIDATION: .* is inside the vault of the store ${store}: a store keeps its state.sqlite outside its vault`));
+    }
+    // Nothing was created inside the vault, and the store works as before.
+    expect(existsSync(join(sb.dir, 'st/vault/state.sqlite'))).toBe(false);
+    expect(existsSync(join(sb.dir, 'st/vault/vault'))).toBe(false);
+    expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
+    expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+    // A folder merely named vault, with no store around it, can still hold a new store.
+    expect(cli(sb, ['init', 'other/vault']).code).toBe(0);
+  });
 });
 
 describe('[LAY-4] one writer per store', () => {

@@ -4,7 +4,7 @@
  * never recreated empty [LAY-3].
  */
 import { existsSync, readFileSync, readdirSync, lstatSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
 import { KnowledgeError } from '../errors.js';
@@ -47,6 +47,14 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     const settings = registry.get(root)!;
     return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
   }
+  const enclosing = enclosingStore(root);
+  if (enclosing !== null && !known && !hasManifest && !hasDb) {
+    // A store inside a vault would put its state.sqlite in that vault (and in its Git history's work tree).
+    throw new KnowledgeError(
+      'E_VALIDATION',
+      `${root} is inside the vault of the store ${enclosing}: a store keeps its state.sqlite outside its vault; use that store (--store ${enclosing}) or create one in a folder outside it`,
+    );
+  }
   if (known || hasManifest || hasDb) {
     throw new KnowledgeError(
       'E_UNAVAILABLE',
@@ -73,6 +81,25 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   atomicWrite(paths.manifest, JSON.stringify(manifest, null, 2) + '\n');
   registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
   return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, created: true };
+}
+
+/**
+ * The store whose vault holds `dir` (the vault itself or a folder in it), or
+ * null: the nearest folder named `vault` at or above `dir` that holds a
+ * Knowledge vault manifest, and whose parent holds the store's database.
+ * What a user who points `--store` at the vault, or runs `init` in it, means.
+ */
+export function enclosingStore(dir: string): string | null {
+  for (let at = resolve(dir); ; at = dirname(at)) {
+    if (basename(at) === 'vault' && isFile(join(at, 'vault.json')) && isFile(storePaths(dirname(at)).database)) {
+      try {
+        if ((JSON.parse(readFileSync(join(at, 'vault.json'), 'utf8')) as { format?: unknown }).format === VAULT_FORMAT) return dirname(at);
+      } catch {
+        // not a manifest of ours
+      }
+    }
+    if (dirname(at) === at) return null;
+  }
 }
 
 function describeMissing(vault: boolean, manifest: boolean, db: boolean): string {
@@ -107,7 +134,10 @@ export function openStore(dir: string, opts: OpenOptions): Store {
   const hasDb = isFile(paths.database);
   if (!hasVault || !hasManifest || !hasDb) {
     const known = registry.get(root);
-    const what = !hasVault && !hasManifest && !hasDb && !known
+    const enclosing = !hasVault && !hasManifest && !hasDb && !known ? enclosingStore(root) : null;
+    const what = enclosing !== null
+      ? `no store at ${root}: it is inside the vault of the store ${enclosing} (use --store ${enclosing})`
+      : !hasVault && !hasManifest && !hasDb && !known
       ? `no store at ${root} (create one with: knowledge init ${dir})`
       : `store ${root} is unavailable: ${describeMissing(hasVault, hasManifest, hasDb)}; it is not recreated [LAY-3]`;
     throw new KnowledgeError('E_UNAVAILABLE', what);
