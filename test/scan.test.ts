@@ -137,10 +137,28 @@ describe('[GIT-8] the first scan of a partition commits a baseline', () => {
     expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
   });
 
-  it('an empty vault has a baseline with nothing to commit', () => {
-    const r = scan();
-    expect(r).toMatchObject({ baseline: true, added: [], git: null });
+  it('a first scan that finds no file leaves the baseline to the first scan that does (missing, empty, or symlinked folder)', () => {
+    const first = scan();
+    expect(first).toMatchObject({ partitions: ['private'], baseline: false, baselined: [], added: [], git: null });
     expect(existsSync(join(vault, '.git'))).toBe(false);
+    mkdirSync(join(vault, 'private/notes'), { recursive: true });
+    expect(scan()).toMatchObject({ baseline: false, baselined: [], git: null });
+    // The partition folder as a symbolic link: not followed, nothing found, still no baseline.
+    rmSync(join(vault, 'private'), { recursive: true });
+    mkdirSync(join(sb.dir, 'elsewhere'));
+    writeFileSync(join(sb.dir, 'elsewhere/a.md'), record('a', 'A'));
+    symlinkSync(join(sb.dir, 'elsewhere'), join(vault, 'private'));
+    const linked = scan();
+    expect(linked).toMatchObject({ baseline: false, baselined: [], added: [], git: null });
+    expect(codes(linked)).toEqual(['symlink private']);
+    rmSync(join(vault, 'private'));
+    put('private/notes/a.md', record('a', 'A'));
+    const r = scan();
+    expect(r).toMatchObject({ baseline: true, baselined: ['private'], added: ['private/notes/a.md'], git: { state: 'committed' } });
+    expect(userGit(sb, vault, ['log', '-1', '--format=%s'])).toMatch(/^Baseline of private: 1 added/);
+    put('private/notes/b.md', record('b', 'B'));
+    expect(scan()).toMatchObject({ baseline: false, baselined: [], added: ['private/notes/b.md'] });
+    expect(userGit(sb, vault, ['log', '-1', '--format=%s'])).toMatch(/^External edits in private: 1 added/);
   });
 });
 

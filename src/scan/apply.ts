@@ -28,6 +28,8 @@ export interface ApplyInput {
   callerLabel: string;
   partitions: readonly PartitionId[];
   baselined: readonly PartitionId[];
+  /** Partitions never scanned in which this scan found no file: no scan is recorded for them, their baseline is still to come. */
+  notBaselined?: readonly PartitionId[];
   plan: ScanPlan;
   read: readonly ReadFile[];
   /** Completed here (diagnostics) and kept with the scan when it queues a checkpoint. */
@@ -135,7 +137,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       if (stale.includes(p) || (wholly && changed === null)) recheckReferences(db, p);
       else if (wholly) recheckReferences(db, p, [...new Set([...editedHere, ...pathsAffectedByIds(db, p, changed!)])]);
       else if (editedHere.length > 0) recheckReferences(db, p, editedHere);
-      markScanned.run(p, a.scanId, a.createdAt, a.scanId, a.createdAt, batchId ?? lastBatch);
+      if (!a.notBaselined?.includes(p)) markScanned.run(p, a.scanId, a.createdAt, a.scanId, a.createdAt, batchId ?? lastBatch);
     }
 
     a.receipt.diagnostics = a.diagnostics(a.partitions);

@@ -120,6 +120,10 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     db.pragma(`synchronous = ${SYNC_NAMES[prevSync] ?? 'FULL'}`);
   }
   const plan = planScan(seen.read, seen.missing);
+  // A partition's baseline is the first scan that finds a file in it: a first scan of a partition whose
+  // folder is missing, empty, or holds nothing it may read (a symbolic link, say) leaves it to a later one.
+  const baselinedNow = baselined.filter((p) => seen.filesIn[partitions.indexOf(p)]! > 0);
+  const notBaselined = baselined.filter((p) => !baselinedNow.includes(p));
 
   progress.phase = 'record';
   opts.onProgress?.(progress);
@@ -129,8 +133,8 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     scanId,
     partition: opts.partition ?? 'all',
     partitions,
-    baseline: baselined.length > 0,
-    baselined,
+    baseline: baselinedNow.length > 0,
+    baselined: baselinedNow,
     actor: 'external',
     createdAt,
     added: plan.added,
@@ -159,7 +163,8 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
       createdAt,
       callerLabel: callerLabel(opts.caller),
       partitions,
-      baselined,
+      baselined: baselinedNow,
+      notBaselined,
       plan,
       read: seen.read,
       receipt,
