@@ -224,7 +224,7 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     expect(r).toMatchObject({ renamed: [{ from: 'private/old-name.md', to: 'private/pages/new-name.md' }], added: [], deleted: [] });
   });
 
-  it('edits the user committed by hand are still observed: the checkpoint is committed on top, with no changes of its own (docs/local-history.md)', () => {
+  it('edits the user committed by hand are still observed, and no empty checkpoint is committed on top (docs/local-history.md)', () => {
     put('private/mine.yaml', 'x: 1\n');
     put('private/theirs.yaml', 'y: 1\n');
     scan();
@@ -233,16 +233,13 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     userGit(sb, vault, ['commit', '-q', '-m', 'my own edit']);
     const userCommit = userGit(sb, vault, ['rev-parse', 'main']).trim();
     const r = scan();
-    expect(r).toMatchObject({ modified: ['private/mine.yaml'], added: [], deleted: [], git: { state: 'committed' } });
-    // One commit on top of the user's, labelled external, holding the same tree: nothing of the user's is rewritten.
-    expect(userGit(sb, vault, ['rev-parse', `${r.git!.commit!}^`]).trim()).toBe(userCommit);
-    expect(userGit(sb, vault, ['rev-parse', `${r.git!.commit!}^{tree}`])).toBe(userGit(sb, vault, ['rev-parse', `${userCommit}^{tree}`]));
-    expect(nameStatus(r.git!.commit!)).toEqual([]);
-    expect(userGit(sb, vault, ['log', '-1', '--format=%s%n%(trailers:key=Knowledge-Actor,valueonly)', r.git!.commit!])).toMatch(/^External edits in private: 1 modified\nexternal/);
+    // Observed (its new fingerprint recorded), but the branch already holds it: nothing to commit.
+    expect(r).toMatchObject({ modified: ['private/mine.yaml'], added: [], deleted: [], git: null });
+    expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(userCommit);
     expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
-    expect(JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout)).toMatchObject({ ok: true, problems: [] }); // its batch's commit and trailers check out
+    expect(JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout)).toMatchObject({ ok: true, problems: [] });
     // Observed once: the next scan finds nothing.
-    expect(scan()).toMatchObject({ modified: [], git: null });
+    expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
   });
 
   it('removing a whole folder deletes its files in one checkpoint', () => {
@@ -360,6 +357,83 @@ describe('[SCAN-1] editor save patterns are edits, not delete + add', () => {
     const last = scan();
     expect(last.deleted).toEqual([]);
     expect(userGit(sb, vault, ['show', 'main:private/note.md'])).toBe(readFileSync(join(vault, 'private/note.md'), 'utf8'));
+  });
+});
+
+describe('[SCAN-1][GIT-10] edits the user committed in the vault\'s repository themselves', () => {
+  const me = ['-c', 'user.name=Me', '-c', 'user.email=me@example.com'];
+  const userCommit = (msg: string, ...paths: string[]) => {
+    userGit(sb, vault, ['add', '--', ...paths]);
+    userGit(sb, vault, [...me, 'commit', '-q', '-m', msg]);
+  };
+  const head = () => userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+
+  it('an edit the branch already holds is recorded and indexed, with no empty commit; other edits still commit', () => {
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    put('private/a.md', record('a', 'A'));
+    userCommit('mine: a', 'private/a.md');
+    put('private/b.md', record('b', 'B'));
+    const base = scan();
+    expect(base).toMatchObject({ baseline: true, added: ['private/a.md', 'private/b.md'], git: { state: 'committed' } });
+    // The commit changes what the branch did not hold yet: b only.
+    expect(nameStatus(base.git!.commit!)).toEqual(['A\tprivate/b.md']);
+
+    // The user edits a record and commits it before Knowledge's next scan.
+    pastRacyWindowSync();
+    put('private/a.md', record('a', 'A edited'));
+    userCommit('mine: edit a', 'private/a.md');
+    const tip = head();
+    const r = scan();
+    expect(r).toMatchObject({ modified: ['private/a.md'], git: null });
+    expect(head()).toBe(tip); // no empty "External edits" commit
+    const d = db();
+    expect(d.prepare("SELECT title FROM records WHERE id = 'a'").pluck().get()).toBe('A edited');
+    d.close();
+    expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
+    const human = cli(sb, ['scan', '--store', 'st']);
+    expect(human.stdout).toContain('  git: nothing to commit\n');
+
+    // Same again, with an edit the user did not commit: one commit, holding only that edit.
+    put('private/a.md', record('a', 'A edited twice'));
+    userCommit('mine: edit a again', 'private/a.md');
+    put('private/b.md', record('b', 'B edited'));
+    userGit(sb, vault, ['rm', '-q', '--cached', '--', 'private/b.md']); // the user's staged deletion stays theirs
+    const both = scan();
+    expect(both).toMatchObject({ modified: ['private/a.md', 'private/b.md'], git: { state: 'committed' } });
+    expect(nameStatus(both.git!.commit!)).toEqual(['M\tprivate/b.md']);
+    // A deletion the user committed too.
+    userGit(sb, vault, [...me, 'commit', '-q', '-m', 'mine: drop b']); // commits the staged deletion of b
+    rmSync(join(vault, 'private/b.md'));
+    const tip2 = head();
+    const del = cli(sb, ['scan', '--store', 'st']);
+    expect(del.stdout).toContain('  deleted   private/b.md\n');
+    expect(del.stdout).toContain('  git: nothing to commit: the branch already holds these versions\n');
+    expect(head()).toBe(tip2);
+    expect(scan()).toMatchObject({ deleted: [], hashed: 0, git: null });
+  });
+
+  it('while an earlier checkpoint waits, the scan queues its own even when the tip holds its bytes (the earlier one may change them)', () => {
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    put('private/a.md', record('a', 'A1'));
+    expect(scan().git?.state).toBe('committed');
+    pastRacyWindowSync();
+    put('private/a.md', record('a', 'A2'));
+    expect(scan([], NO_GIT).git?.state).toBe('unavailable'); // A2 waits
+    pastRacyWindowSync();
+    put('private/a.md', record('a', 'A3'));
+    userCommit('mine: a3', 'private/a.md');
+    // A git whose fast-import fails: the waiting checkpoint cannot be made now, while the repository
+    // itself reads fine (the tip, its entries) and holds A3.
+    const broken = join(sb.dir, 'no-import-git');
+    writeFileSync(broken, '#!/bin/sh\nfor a in "$@"; do [ "$a" = fast-import ] && exit 1; done\nexec git "$@"\n');
+    chmodSync(broken, 0o755);
+    const r = scan([], { KNOWLEDGE_GIT: broken });
+    expect(r).toMatchObject({ modified: ['private/a.md'], git: { state: 'pending' } });
+    const after = scan();
+    expect(after.retried.map((x) => x.git.state)).toEqual(['committed', 'committed']);
+    // A2 then A3 on top of the user's commit: the branch ends with what is on disk.
+    expect(userGit(sb, vault, ['show', 'main:private/a.md'])).toBe(record('a', 'A3'));
+    expect(userGit(sb, vault, ['log', '--format=%s', '-3']).split('\n').slice(0, 2).every((l) => l.startsWith('External edits in private'))).toBe(true);
   });
 });
 

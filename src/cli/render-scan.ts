@@ -39,6 +39,8 @@ export function renderScan(r: ScanReceipt, formatGit: (g: GitState) => string): 
   const changed = new Set([...r.added, ...r.modified, ...r.renamed.map((x) => x.to)]);
   const diagnostics = [...r.diagnostics.filter((d) => changed.has(d.path)), ...r.diagnostics.filter((d) => !changed.has(d.path))];
   list(diagnostics, 'diagnostics', (d) => `  ${d.code}: ${shown(d.path)}: ${shown(d.reason)}`);
-  lines.push(`  git: ${r.git ? formatGit(r.git) : 'nothing to commit'}`);
+  // Changes and no checkpoint: the branch's tip already held every one of them (scan/in-history.ts).
+  const changes = r.added.length + r.modified.length + r.renamed.length + r.deleted.length > 0;
+  lines.push(`  git: ${r.git ? formatGit(r.git) : changes ? 'nothing to commit: the branch already holds these versions' : 'nothing to commit'}`);
   return lines.join('\n') + '\n';
 }

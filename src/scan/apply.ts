@@ -31,6 +31,8 @@ export interface ApplyInput {
   /** Partitions never scanned in which this scan found no file: no scan is recorded for them, their baseline is still to come. */
   notBaselined?: readonly PartitionId[];
   plan: ScanPlan;
+  /** False: the changes are recorded and indexed but no checkpoint is queued (the branch's tip already holds them: in-history.ts). */
+  queue?: boolean;
   read: readonly ReadFile[];
   /** Completed here (diagnostics) and kept with the scan when it queues a checkpoint. */
   receipt: ScanReceipt;
@@ -61,7 +63,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
   return db.transaction(() => {
     let batchId: number | null = null;
     const { write, remove } = committedPaths(plan);
-    if (!empty) {
+    if (!empty && a.queue !== false) {
       batchId = enqueueBatch(db, {
         kind: 'scan',
         refId: a.scanId,

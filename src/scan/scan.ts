@@ -19,7 +19,8 @@ import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
-import { planScan, writeCount } from './plan.js';
+import { committedPaths, isEmptyPlan, planScan, writeCount } from './plan.js';
+import { changesInBranchTip } from './in-history.js';
 import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
 import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
@@ -150,7 +151,9 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   // A large checkpoint's blobs go into the repository on the second core
   // while the transaction below runs (blob-preload.ts); a large scan's staged
   // files are checked on a worker meanwhile (check-ahead.ts).
-  const preloading = store.settings.writesEnabled && isLargeWrite(seen.read);
+  // Edits the user committed themselves before this scan saw them: recorded and indexed, no empty commit (in-history.ts).
+  const inBranchTip = !isEmptyPlan(plan) && await changesInBranchTip(store, runner, scanId, committedPaths(plan));
+  const preloading = !inBranchTip && store.settings.writesEnabled && isLargeWrite(seen.read);
   const checkAhead = writeCount(plan) >= CHECK_AHEAD_MIN_FILES
     ? CheckAhead.start(store.paths.database, scanId, { bytes: preloading })
     : null;
@@ -166,6 +169,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
       baselined: baselinedNow,
       notBaselined,
       plan,
+      queue: !inBranchTip,
       read: seen.read,
       receipt,
       diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags, opts.caller),
