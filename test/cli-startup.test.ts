@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, afterEach } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { cli, cliPath, storeSandbox, type Sandbox } from './helpers.js';
@@ -39,14 +39,26 @@ export async function load(url, ctx, next) { if (!url.startsWith('node:')) appen
 describe('CLI start-up loads only what the command needs', () => {
   it('--help and usage errors load no store, service or SQLite', () => {
     const sb = sandbox();
-    for (const args of [['--help'], ['scan']]) {
+    for (const args of [['--help'], ['scan'], ['scan', '--store', 'st', '--help']]) {
       const r = loadedModules(sb, args);
-      expect(r.code, r.stderr).toBe(args[0] === '--help' ? 0 : 2);
+      expect(r.code, r.stderr).toBe(args.includes('--help') ? 0 : 2);
       expect(r.modules.some((m) => m.endsWith('/dist/cli/main.js'))).toBe(true);
       for (const heavy of ['/dist/service.js', '/dist/store/store.js', 'better-sqlite3', '/node_modules/yaml/', '/dist/cli/render-read.js']) {
         expect(r.modules.filter((m) => m.includes(heavy)), `${args.join(' ')} loads ${heavy}`).toEqual([]);
       }
     }
+  });
+
+  it('COMMAND --help (or -h) prints that command\'s usage and runs nothing', () => {
+    const sb = sandbox();
+    const r = cli(sb, ['scan', '--store', 'st', '--help']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe('usage:\n  knowledge scan    --store DIR [--partition ID] [--json]\n--store may be replaced by KNOWLEDGE_STORE.\n');
+    expect(existsSync(join(sb.dir, 'st/vault/.git'))).toBe(false); // no scan ran (it would have made the repository)
+    expect(cli(sb, ['demo', '-h']).stdout).toBe('usage:\n  knowledge demo [DIR] [--port N]\n');
+    // After `--`, --help is an argument like any other; an unknown command is still a usage error.
+    expect(cli(sb, ['lookup', '--store', 'st', '--json', '--', '--help']).stdout).toContain('"status": "missing"');
+    expect(cli(sb, ['bogus', '--help']).code).toBe(2);
   });
 
   it('scan loads no Gateway, MCP, schema or read-side rendering code', () => {

@@ -145,6 +145,15 @@ async function withService<T>(dir: string, write: boolean, command: string, env:
 export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, out: Out = defaultOut): Promise<number> {
   const [command, ...rest] = argv;
   const emit = (json: boolean, value: unknown, human: string) => out.stdout(json ? JSON.stringify(value, null, 2) + '\n' : human);
+  // `knowledge COMMAND --help` (or -h, before any `--`): that command's usage, nothing run.
+  const options = rest.indexOf('--') >= 0 ? rest.slice(0, rest.indexOf('--')) : rest;
+  if (command !== undefined && options.some((a) => a === '--help' || a === '-h')) {
+    const lines = USAGE.split('\n').filter((l) => l.startsWith(`  knowledge ${command} `));
+    if (lines.length > 0) {
+      out.stdout(['usage:', ...lines, ...(lines.some((l) => l.includes('--store')) ? [USAGE.split('\n').at(-1)!] : [])].join('\n') + '\n');
+      return 0;
+    }
+  }
   try {
     switch (command) {
       case 'init': {
