@@ -104,7 +104,7 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
   for (let i = 1; i < segs.length; i++) {
     const above = segs.slice(0, i).join('/');
     if (!hasGitEntry(`${vault}/${above}`)) continue;
-    sink.diagnostic({ path: pdir, code: 'nested-repository', reason: `${above} is a Git repository of its own (it holds .git): not scanned; what Knowledge recorded under it is kept` });
+    sink.diagnostic({ path: pdir, code: 'nested-repository', reason: `${above} is a Git repository of its own (it holds .git): not scanned; anything Knowledge recorded under it is kept` });
     sink.blocked(pdir);
     return;
   }
@@ -119,14 +119,14 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
     } catch (err) {
       const code = errCode(err);
       if (code === 'ENOENT' || code === 'ENOTDIR') continue; // removed while we walked: files under it are re-checked
-      sink.diagnostic({ path: relVault, code: 'unreadable', reason: `cannot list this folder (${code ?? (err as Error).message}); what Knowledge recorded under it is kept` });
+      sink.diagnostic({ path: relVault, code: 'unreadable', reason: `cannot list this folder (${code ?? (err as Error).message}); anything Knowledge recorded under it is kept` });
       sink.blocked(relVault);
       continue;
     }
     if (entries.some((e) => e.name === '.git')) {
       // Another repository's work tree (a submodule, a clone): its files are that repository's.
       // Committed here, they would replace its gitlink in the vault's history and index [GIT-10].
-      sink.diagnostic({ path: relVault, code: 'nested-repository', reason: 'a Git repository of its own (it holds .git): not scanned; what Knowledge recorded under it is kept' });
+      sink.diagnostic({ path: relVault, code: 'nested-repository', reason: 'a Git repository of its own (it holds .git): not scanned; anything Knowledge recorded under it is kept' });
       sink.blocked(relVault);
       continue;
     }
@@ -147,7 +147,7 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
         continue;
       }
       if (e.isSymbolicLink()) {
-        sink.diagnostic({ path: childVault, code: 'symlink', reason: 'symbolic links are never followed or committed; what Knowledge recorded at this path is kept' });
+        sink.diagnostic({ path: childVault, code: 'symlink', reason: 'symbolic links are never followed or committed; anything Knowledge recorded at this path is kept' });
         sink.blocked(childVault);
         continue;
       }
