@@ -99,7 +99,7 @@ export class KnowledgeService {
 
   private requireWriter(): void {
     if (!this.store.settings.writesEnabled) {
-      throw new KnowledgeError('E_READ_ONLY', `store ${this.store.paths.root} is read-only (writesEnabled: false)`);
+      throw new KnowledgeError('E_READ_ONLY', `store ${this.store.paths.root} is read-only (writesEnabled: false in ${this.store.registry.file}; set it to true there to allow writes)`);
     }
     if (!this.store.writer) throw new KnowledgeError('E_INTERNAL', 'store was opened without the writer lock');
   }

@@ -74,6 +74,8 @@ describe('[LAY-2] registry settings: --read-only', () => {
     const r = cli(sb, ['publish', '--store', 'st', 'a.md']);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^E_READ_ONLY: /);
+    // It says where the setting lives.
+    expect(r.stderr).toContain(`writesEnabled: false in ${join(sb.home, '.knowledge', 'registry.json')}; set it to true there to allow writes`);
     expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
     const act = cli(sb, ['activity', '--store', 'st', '--json']);
     expect(act.code).toBe(0);
@@ -98,6 +100,21 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
       expect(existsSync(join(sb.dir, 'st', rel))).toBe(false);
     });
   }
+
+  it('a store removed as a whole is not recreated either; init says how to forget it on purpose', () => {
+    cli(sb, ['init', 'st']);
+    rmSync(join(sb.dir, 'st'), { recursive: true });
+    const registry = join(sb.home, '.knowledge', 'registry.json');
+    const i = cli(sb, ['init', 'st']);
+    expect(i.code).toBe(1);
+    expect(i.stderr.trim()).toMatch(new RegExp(`^E_UNAVAILABLE: store .* is incomplete .*\\[LAY-3\\]; if you removed it on purpose, remove its entry from ${registry} first$`));
+    expect(existsSync(join(sb.dir, 'st'))).toBe(false);
+    // Once its entry is gone, init creates a new store there.
+    const reg = JSON.parse(readFileSync(registry, 'utf8'));
+    delete reg.stores[join(sb.dir, 'st')];
+    writeFileSync(registry, JSON.stringify(reg));
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+  });
 
   it('a directory that never was a store is unavailable with a hint to init', () => {
     const r = cli(sb, ['activity', '--store', 'nowhere']);

@@ -58,7 +58,8 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   if (known || hasManifest || hasDb) {
     throw new KnowledgeError(
       'E_UNAVAILABLE',
-      `store ${root} is incomplete (${describeMissing(hasVault, hasManifest, hasDb)}); refusing to recreate it [LAY-3]`,
+      `store ${root} is incomplete (${describeMissing(hasVault, hasManifest, hasDb)}); refusing to recreate it [LAY-3]` +
+        (known && !hasManifest && !hasDb ? `; if you removed it on purpose, remove its entry from ${registry.file} first` : ''),
     );
   }
   if (hasVault && readdirSync(paths.vault).length > 0) {
