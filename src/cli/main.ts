@@ -148,9 +148,10 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
   // `knowledge COMMAND --help` (or -h, before any `--`): that command's usage, nothing run.
   const options = rest.indexOf('--') >= 0 ? rest.slice(0, rest.indexOf('--')) : rest;
   if (command !== undefined && options.some((a) => a === '--help' || a === '-h')) {
-    const lines = USAGE.split('\n').filter((l) => l.startsWith(`  knowledge ${command} `));
+    const usage = USAGE.split('\n');
+    const lines = usage.filter((l) => l.startsWith(`  knowledge ${command} `));
     if (lines.length > 0) {
-      out.stdout(['usage:', ...lines, ...(lines.some((l) => l.includes('--store')) ? [USAGE.split('\n').at(-1)!] : [])].join('\n') + '\n');
+      out.stdout(['usage:', ...lines, ...(lines.some((l) => l.includes('--store')) ? [usage.at(-1)!] : [])].join('\n') + '\n');
       return 0;
     }
   }

@@ -103,7 +103,7 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
  * per missing field on every scan. A file that declares the format gets
  * every issue in full.
  */
-export function notARecordReason(issues: readonly ValidationIssue[]): string {
+function notARecordReason(issues: readonly ValidationIssue[]): string {
   const fields = [...new Set(issues.map((i) => i.field.split('.')[0]!).filter((f) => f !== 'format'))];
   return `not a Knowledge record: its frontmatter has no "format: ${RECORD_FORMAT}"; checkpointed as it is, not indexed` +
     (fields.length > 0 ? ` (a record also needs valid ${fields.join(', ')})` : '');

@@ -4,7 +4,7 @@
  * never recreated empty [LAY-3].
  */
 import { existsSync, readFileSync, readdirSync, lstatSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
 import { KnowledgeError } from '../errors.js';
@@ -47,8 +47,8 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     const settings = registry.get(root)!;
     return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
   }
-  const enclosing = enclosingStore(root);
-  if (enclosing !== null && !known && !hasManifest && !hasDb) {
+  const enclosing = !known && !hasManifest && !hasDb ? enclosingStore(root) : null;
+  if (enclosing !== null) {
     // A store inside a vault would put its state.sqlite in that vault (and in its Git history's work tree).
     throw new KnowledgeError(
       'E_VALIDATION',
@@ -86,21 +86,22 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
 
 /**
  * The store whose vault holds `dir` (the vault itself or a folder in it), or
- * null: the nearest folder named `vault` at or above `dir` that holds a
- * Knowledge vault manifest, and whose parent holds the store's database.
- * What a user who points `--store` at the vault, or runs `init` in it, means.
+ * null: the nearest folder at or above `dir` that is its parent's vault
+ * (storePaths) with a readable manifest beside the parent's database. What a
+ * user who points `--store` at the vault, or runs `init` in it, means.
  */
 export function enclosingStore(dir: string): string | null {
-  for (let at = resolve(dir); ; at = dirname(at)) {
-    if (basename(at) === 'vault' && isFile(join(at, 'vault.json')) && isFile(storePaths(dirname(at)).database)) {
-      try {
-        if ((JSON.parse(readFileSync(join(at, 'vault.json'), 'utf8')) as { format?: unknown }).format === VAULT_FORMAT) return dirname(at);
-      } catch {
-        // not a manifest of ours
-      }
+  for (let at = resolve(dir); dirname(at) !== at; at = dirname(at)) {
+    const around = storePaths(dirname(at));
+    if (around.vault !== at || !isFile(around.manifest) || !isFile(around.database)) continue;
+    try {
+      readManifest(around);
+      return around.root;
+    } catch {
+      // not a manifest of ours
     }
-    if (dirname(at) === at) return null;
   }
+  return null;
 }
 
 function describeMissing(vault: boolean, manifest: boolean, db: boolean): string {
@@ -135,10 +136,11 @@ export function openStore(dir: string, opts: OpenOptions): Store {
   const hasDb = isFile(paths.database);
   if (!hasVault || !hasManifest || !hasDb) {
     const known = registry.get(root);
-    const enclosing = !hasVault && !hasManifest && !hasDb && !known ? enclosingStore(root) : null;
+    const never = !hasVault && !hasManifest && !hasDb && !known;
+    const enclosing = never ? enclosingStore(root) : null;
     const what = enclosing !== null
       ? `no store at ${root}: it is inside the vault of the store ${enclosing} (use --store ${enclosing})`
-      : !hasVault && !hasManifest && !hasDb && !known
+      : never
       ? `no store at ${root} (create one with: knowledge init ${dir})`
       : `store ${root} is unavailable: ${describeMissing(hasVault, hasManifest, hasDb)}; it is not recreated [LAY-3]`;
     throw new KnowledgeError('E_UNAVAILABLE', what);
