@@ -89,7 +89,12 @@ describe('[REC-3][SCAN-2] a scan re-checks exactly the references that can have 
           expect(after).toEqual(wholeDiags);
         }
       }),
-      { numRuns: 15 },
+      {
+        numRuns: 15,
+        // Found by CI (seed -1993264603): both claims of a duplicated id deleted in one scan left a
+        // relationship naming it with the stale "claimed by more than one file".
+        examples: [[[[{ op: 'write', slot: 2, c: { kind: 'page', id: 'a', deps: [] } }], [{ op: 'delete', slot: 0 }, { op: 'delete', slot: 2 }]]]],
+      },
     );
   });
 });

@@ -101,6 +101,9 @@ export class RecordIndexer {
       this.s.delDupRow.run(path);
       this.s.delDupView.run(path);
       this.affected.add(dup.id);
+      // A parked claim gone changes the id's standing even when no `records` row moves:
+      // with every claim released, references to it no longer name a duplicate.
+      this.moved = true;
       // Every claim of a duplicated id deleted at once leaves a tombstone too.
       if (gone) {
         const row = JSON.parse(dup.row) as IndexRow;
