@@ -437,6 +437,127 @@ describe('[SCAN-1][GIT-10] edits the user committed in the vault\'s repository t
   });
 });
 
+describe('[SCAN-1][GIT-10] the executable bit, as Git records it (docs/local-history.md, "File modes")', () => {
+  const mode = (path: string, commit = 'main') => userGit(sb, vault, ['ls-tree', commit, '--', path]).split(' ')[0];
+  const indexMode = (path: string) => userGit(sb, vault, ['ls-files', '-s', '--', path]).split(' ')[0];
+  const status = () => userGit(sb, vault, ['status', '--porcelain']);
+  const chmod = (rel: string, m: number) => chmodSync(join(vault, rel), m);
+
+  it('a file\'s bit is committed with it, a chmod alone is a modification, and git status stays clean throughout', () => {
+    put('private/notes/run.md', record('r', 'Run'));
+    put('private/notes/plain.md', record('p', 'Plain'));
+    put('private/data.yaml', 'x: 1\n');
+    chmod('private/notes/run.md', 0o755);
+    const base = scan(); // a baseline: read by the listing workers
+    expect(base.git!.state).toBe('committed');
+    expect([mode('private/notes/run.md'), mode('private/notes/plain.md'), mode('private/data.yaml')]).toEqual(['100755', '100644', '100644']);
+    expect(indexMode('private/notes/run.md')).toBe('100755');
+    expect(status()).toBe('');
+
+    // chmod alone (the ctime moves, the bytes stay): one checkpoint of mode changes, nothing else.
+    pastRacyWindowSync();
+    chmod('private/notes/run.md', 0o644);
+    chmod('private/data.yaml', 0o700);
+    const r = scan();
+    expect(r).toMatchObject({ added: [], modified: ['private/data.yaml', 'private/notes/run.md'], deleted: [], renamed: [], git: { state: 'committed' } });
+    expect(nameStatus(r.git!.commit!)).toEqual(['M\tprivate/data.yaml', 'M\tprivate/notes/run.md']);
+    expect(userGit(sb, vault, ['diff', '--shortstat', `${r.git!.commit!}~1`, r.git!.commit!])).toContain('0 insertions(+), 0 deletions(-)');
+    expect([mode('private/notes/run.md'), mode('private/data.yaml')]).toEqual(['100644', '100755']);
+    expect(status()).toBe('');
+    expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
+
+    // A rename keeps the bit the file has; an edit of an executable file keeps it too.
+    pastRacyWindowSync();
+    renameSync(join(vault, 'private/data.yaml'), join(vault, 'private/notes/data.yaml'));
+    put('private/notes/plain.md', record('p', 'Plain edited'));
+    chmod('private/notes/plain.md', 0o755);
+    const moved = scan();
+    expect(moved).toMatchObject({ modified: ['private/notes/plain.md'], renamed: [{ from: 'private/data.yaml', to: 'private/notes/data.yaml' }] });
+    expect([mode('private/notes/data.yaml'), mode('private/notes/plain.md')]).toEqual(['100755', '100755']);
+    expect(status()).toBe('');
+  });
+
+  it('where the repository does not record the bit (core.fileMode=false), a chmod is no change and an edit keeps the mode the path has', () => {
+    put('private/a.md', record('a', 'A'));
+    chmod('private/a.md', 0o755);
+    scan();
+    expect(mode('private/a.md')).toBe('100755');
+    userGit(sb, vault, ['config', 'core.fileMode', 'false']);
+    pastRacyWindowSync();
+    chmod('private/a.md', 0o644);
+    const before = commits();
+    expect(scan()).toMatchObject({ modified: [], hashed: 1, git: null });
+    expect(commits()).toBe(before);
+    put('private/a.md', record('a', 'A edited'));
+    put('private/b.md', record('b', 'B'));
+    chmod('private/b.md', 0o755);
+    const r = scan();
+    expect(r).toMatchObject({ added: ['private/b.md'], modified: ['private/a.md'], git: { state: 'committed' } });
+    // As git add does with core.fileMode=false: a path keeps its mode, a new one is 100644.
+    expect([mode('private/a.md'), mode('private/b.md')]).toEqual(['100755', '100644']);
+    expect(status()).toBe('');
+  });
+
+  it('a publication over a file the user made executable commits the file Knowledge installs: not executable', () => {
+    const first = publish('---\nkind: page\ntitle: Pub\n---\nv1\n');
+    const { id, path } = first.records[0] as { id: string; path: string };
+    scan();
+    pastRacyWindowSync();
+    chmod(path, 0o755);
+    expect(scan()).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    expect(mode(path)).toBe('100755');
+    const second = publish(`---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Pub\n---\nv2\n`);
+    expect(second.git.state).toBe('committed');
+    expect(lstatSync(join(vault, path)).mode & 0o111).toBe(0);
+    expect(mode(path)).toBe('100644');
+    expect(status()).toBe('');
+  });
+
+  it('a chmod the user committed themselves is recorded with no empty commit; one they did not commit is committed', () => {
+    const me = ['-c', 'user.name=Me', '-c', 'user.email=me@example.com'];
+    put('private/a.md', record('a', 'A'));
+    put('private/b.md', record('b', 'B'));
+    scan();
+    pastRacyWindowSync();
+    chmod('private/a.md', 0o755);
+    userGit(sb, vault, ['add', '--', 'private/a.md']);
+    userGit(sb, vault, [...me, 'commit', '-q', '-m', 'mine: chmod a']);
+    const tip = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    expect(scan()).toMatchObject({ modified: ['private/a.md'], git: null });
+    expect(userGit(sb, vault, ['rev-parse', 'HEAD']).trim()).toBe(tip);
+    // The user commits b's new bytes, but not its new bit: the scan commits the mode change.
+    pastRacyWindowSync();
+    put('private/b.md', record('b', 'B edited'));
+    userGit(sb, vault, ['add', '--', 'private/b.md']);
+    userGit(sb, vault, [...me, 'commit', '-q', '-m', 'mine: edit b']);
+    chmod('private/b.md', 0o755);
+    const r = scan();
+    expect(r).toMatchObject({ modified: ['private/b.md'], git: { state: 'committed' } });
+    expect(mode('private/b.md')).toBe('100755');
+    expect(status()).toBe('');
+  });
+
+  it('a file recorded before Knowledge kept the bit (migration 012) has its bit recorded by the next read, not reported as a change', () => {
+    put('private/a.md', record('a', 'A'));
+    scan();
+    const w = new Database(join(store, 'state.sqlite'));
+    w.prepare('UPDATE vault_files SET exec = NULL').run();
+    w.close();
+    pastRacyWindowSync();
+    chmod('private/a.md', 0o755);
+    expect(scan()).toMatchObject({ modified: [], hashed: 1, git: null });
+    const d = db();
+    expect(d.prepare("SELECT exec FROM vault_files WHERE path = 'private/a.md'").pluck().get()).toBe(1);
+    d.close();
+    pastRacyWindowSync();
+    // Back as the branch has it: a change against what was recorded, which the branch already holds.
+    chmod('private/a.md', 0o644);
+    expect(scan()).toMatchObject({ modified: ['private/a.md'], git: null });
+    expect(mode('private/a.md')).toBe('100644');
+    expect(status()).toBe('');
+  });
+});
+
 describe('[SCAN-1] a file growing while it is read', () => {
   it('is recorded only as a consistent snapshot, or reported unstable and left for the next scan', async () => {
     put('private/log.md', record('log', 'Log', '', 'start\n'));

@@ -29,7 +29,7 @@ import { parsePartition, partitionDir } from '../store/layout.js';
 import { atomicWrite, fsyncDir, mkdirDurable, requireWritable } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE, SOURCE_FORMAT } from '../evidence/source.js';
-import { statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
+import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
 import { crashPoint } from '../faults.js';
@@ -177,7 +177,7 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
   if (s.isNew && files) {
     const st = statSync(join(store.paths.vault, s.path), { bigint: true });
     // The original may be large: its hash is the verified one, never re-read here.
-    prints.push({ path: s.path, fp: { size: Number(st.size), mtimeNs: st.mtimeNs.toString(), ctimeNs: st.ctimeNs.toString(), ino: st.ino.toString(), sha256: row.sha256 } });
+    prints.push({ path: s.path, fp: fingerprintOf(st, row.sha256) });
     prints.push({ path: s.descriptorPath, fp: statFingerprint(join(store.paths.vault, s.descriptorPath), files.descriptor) });
     if (s.gitignorePath && files.gitignore) prints.push({ path: s.gitignorePath, fp: statFingerprint(join(store.paths.vault, s.gitignorePath), files.gitignore) });
   }

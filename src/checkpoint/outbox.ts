@@ -38,8 +38,9 @@ export function enqueueBatch(db: DB, b: NewBatch): number {
               VALUES (?, ?, ?, ?, ?, 'queued', ?)`)
     .run(b.kind, b.refId, b.actor, b.subject, b.createdAt, bytes);
   const batchId = Number(info.lastInsertRowid);
-  const ins = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) VALUES (?, ?, ?, ?)');
-  for (const c of b.changes) ins.run(batchId, c.path, c.bytes === null ? 1 : 0, c.bytes);
+  const ins = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes, exec) VALUES (?, ?, ?, ?, ?)');
+  // Knowledge's own installs are never executable (fsutil.ts writes 0644; attachments 0600).
+  for (const c of b.changes) ins.run(batchId, c.path, c.bytes === null ? 1 : 0, c.bytes, c.bytes === null ? null : c.exec ? 1 : 0);
   return batchId;
 }
 
@@ -60,7 +61,7 @@ export const queuedBytesSql = (f: string): string =>
  * many.
  */
 export function queueStagedFiles(db: DB, batchId: number, scanId: string): number {
-  const queued = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes) SELECT ?, path, 0, NULL FROM scan_staging WHERE scan_id = ?')
+  const queued = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes, exec) SELECT ?, path, 0, NULL, exec FROM scan_staging WHERE scan_id = ?')
     .run(batchId, scanId).changes;
   db.prepare('UPDATE batches SET queued_bytes = coalesce(queued_bytes, 0) + (SELECT coalesce(sum(length(bytes)), 0) FROM scan_staging WHERE scan_id = ?) WHERE batch_id = ?')
     .run(scanId, batchId);
@@ -143,7 +144,10 @@ const LAZY_CHAIN_BYTES = 8 * 1024 * 1024;
  */
 /** A queued change whose bytes are read from the outbox when asked for (one small object per file, no closure). */
 class LazyChange implements BatchChange {
-  constructor(private readonly pages: OutboxPages, private readonly batchId: number, readonly path: string, readonly deleted: boolean) {}
+  readonly exec?: boolean;
+  constructor(private readonly pages: OutboxPages, private readonly batchId: number, readonly path: string, readonly deleted: boolean, exec: number | null) {
+    if (exec !== null) this.exec = exec === 1;
+  }
   get bytes(): Buffer | null {
     return this.deleted ? null : this.pages.bytes(this.batchId, this.path);
   }
@@ -244,8 +248,8 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
        + (CASE WHEN b.kind = 'scan' THEN (SELECT COALESCE(SUM(length(s.bytes)), 0) FROM scan_staging s WHERE s.scan_id = b.ref_id) ELSE 0 END)) AS size
      FROM batches b WHERE b.state = 'queued' AND b.batch_id <= ? ORDER BY b.batch_id LIMIT ?`,
   );
-  const loadFiles = db.prepare(`SELECT f.batch_id, f.path, f.deleted, ${queuedBytesSql('f')} AS bytes FROM batch_files f WHERE f.batch_id BETWEEN ? AND ? ORDER BY f.batch_id, f.path`);
-  const listFiles = db.prepare('SELECT batch_id, path, deleted FROM batch_files WHERE batch_id BETWEEN ? AND ? ORDER BY batch_id, path');
+  const loadFiles = db.prepare(`SELECT f.batch_id, f.path, f.deleted, f.exec, ${queuedBytesSql('f')} AS bytes FROM batch_files f WHERE f.batch_id BETWEEN ? AND ? ORDER BY f.batch_id, f.path`);
+  const listFiles = db.prepare('SELECT batch_id, path, deleted, exec FROM batch_files WHERE batch_id BETWEEN ? AND ? ORDER BY batch_id, path');
   // A large chain (a baseline scan of 100k files: ~60 MiB in 100k buffers)
   // is not loaded whole: each file's bytes are read from the outbox when the
   // stream or the blob ids need them, and dropped (peak RSS of a 100k
@@ -253,16 +257,18 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   // changes in the order listed (batch, then path), so the reads go a page
   // of rows at a time (one query per file cost ~3 s at 100k).
   const pages = new OutboxPages(db);
-  const lazyChange = (batchId: number, path: string, deleted: boolean): BatchChange => new LazyChange(pages, batchId, path, deleted);
+  const lazyChange = (batchId: number, path: string, deleted: boolean, exec: number | null): BatchChange => new LazyChange(pages, batchId, path, deleted, exec);
   const lastKnownStmt = db.prepare("SELECT commit_id FROM batches WHERE state = 'committed' ORDER BY batch_id DESC LIMIT 1");
   const loadBatches = (chunk: ChunkRow[], bytes: number): BatchForCommit[] => {
     const files = new Map<number, BatchChange[]>();
     const range = [chunk[0]!.batch_id, chunk[chunk.length - 1]!.batch_id] as const;
     const rows = bytes > LAZY_CHAIN_BYTES ? listFiles.all(...range) : loadFiles.all(...range);
-    for (const f of rows as Array<{ batch_id: number; path: string; deleted: number; bytes?: Buffer | null }>) {
+    for (const f of rows as Array<{ batch_id: number; path: string; deleted: number; exec: number | null; bytes?: Buffer | null }>) {
       const list = files.get(f.batch_id) ?? [];
       if (f.bytes === null && f.deleted === 0) throw lostBytes(f.batch_id, f.path);
-      list.push(f.bytes === undefined ? lazyChange(f.batch_id, f.path, f.deleted === 1) : { path: f.path, bytes: f.deleted ? null : f.bytes! });
+      list.push(f.bytes === undefined
+        ? lazyChange(f.batch_id, f.path, f.deleted === 1, f.exec)
+        : { path: f.path, bytes: f.deleted ? null : f.bytes!, ...(f.exec === null ? {} : { exec: f.exec === 1 }) });
       files.set(f.batch_id, list);
     }
     return chunk.map((row) => ({

@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
 import { commitChain } from './checkpoint.js';
-import { buildChainStream, chainModes, writeChainStream } from './commit-stream.js';
+import { buildChainStream, chainModes, modesDependOnFileMode, writeChainStream } from './commit-stream.js';
 import { committedChain as committed, makeBatch, makeSandbox, ugit, ugitRaw, userRepo, writeFile, type GitSandbox } from './test-sandbox.js';
 import type { BatchForCommit } from './types.js';
 
@@ -34,7 +35,7 @@ function batchCommits(vault: string): Array<{ commit: string; batch: string }> {
 describe('writeChainStream', () => {
   it('writes exactly the bytes of buildChainStream, in bounded writes, waiting for each', async () => {
     const big = versions(3).map((b, i) => ({ ...b, changes: Array.from({ length: 400 }, (_, k) => ({ path: `d/${i}/${k}.md`, bytes: Buffer.alloc(2000, 97 + (k % 26)) })) }));
-    const plan = { ref: 'refs/knowledge/checkpoint', from: 'c'.repeat(40), executable: new Set<string>() };
+    const plan = { ref: 'refs/knowledge/checkpoint', from: 'c'.repeat(40), executable: new Set<string>(), fileMode: true };
     const writes: Buffer[] = [];
     let inFlight = 0;
     await writeChainStream(big, plan, async (chunk) => {
@@ -52,7 +53,7 @@ describe('writeChainStream', () => {
 
 describe('buildChainStream', () => {
   it('chains commits with one mark each; only the first names a parent; one get-mark per commit', () => {
-    const s = buildChainStream(versions(3), { ref: 'refs/knowledge/checkpoint', from: 'b'.repeat(40), executable: new Set() }).toString('latin1');
+    const s = buildChainStream(versions(3), { ref: 'refs/knowledge/checkpoint', from: 'b'.repeat(40), executable: new Set(), fileMode: true }).toString('latin1');
     expect(s.match(/^commit refs\/knowledge\/checkpoint$/gm)).toHaveLength(3);
     expect(s.match(/^from /gm)).toEqual(['from ']);
     expect(s).toContain(`from ${'b'.repeat(40)}\n`);
@@ -62,7 +63,7 @@ describe('buildChainStream', () => {
 
   it('is the same stream however the queue is cut: chain of one equals the single-batch stream', () => {
     const [b] = versions(1);
-    const plan = { ref: 'r', from: null, executable: new Set<string>() };
+    const plan = { ref: 'r', from: null, executable: new Set<string>(), fileMode: true };
     expect(buildChainStream([b!], plan).equals(buildChainStream([b!], plan))).toBe(true);
   });
 
@@ -72,7 +73,57 @@ describe('buildChainStream', () => {
       makeBatch({ batchId: 2, changes: [{ path: 'run.sh', bytes: null }] }),
       makeBatch({ batchId: 3, changes: [{ path: 'run.sh', bytes: Buffer.from('3') }] }),
     ];
-    expect(chainModes(bs, new Set(['run.sh'])).map((m) => m.get('run.sh'))).toEqual(['100755', null, '100644']);
+    expect(chainModes(bs, new Set(['run.sh']), true).map((m) => m.get('run.sh'))).toEqual(['100755', null, '100644']);
+  });
+
+  it('a change that knows its executable bit sets the mode where the repository records the bit, and only there', () => {
+    const ch = (batchId: number, path: string, exec?: boolean) => makeBatch({ batchId, changes: [{ path, bytes: Buffer.from(String(batchId)), ...(exec === undefined ? {} : { exec }) }] });
+    const bs = [ch(1, 'a.md', true), ch(2, 'a.md'), ch(3, 'a.md', false), ch(4, 'b.md', false), ch(5, 'b.md')];
+    const modes = (fileMode: boolean, exec: Set<string>) => chainModes(bs, exec, fileMode).map((m, i) => m.get(i < 3 ? 'a.md' : 'b.md'));
+    // core.fileMode=true: the bit as read; unknown (an older batch) keeps what the path had.
+    expect(modes(true, new Set())).toEqual(['100755', '100755', '100644', '100644', '100644']);
+    expect(modes(true, new Set(['b.md']))).toEqual(['100755', '100755', '100644', '100644', '100644']);
+    // core.fileMode=false: the bit on disk means nothing, as for git add; a path keeps its mode.
+    expect(modes(false, new Set())).toEqual(['100644', '100644', '100644', '100644', '100644']);
+    expect(modes(false, new Set(['a.md', 'b.md']))).toEqual(['100755', '100755', '100755', '100755', '100755']);
+    expect(modesDependOnFileMode(bs, new Set())).toBe(true);
+    expect(modesDependOnFileMode([ch(1, 'a.md', false), ch(2, 'c.md')], new Set(['c.md']))).toBe(false);
+    expect(modesDependOnFileMode([ch(1, 'a.md', false)], new Set(['a.md']))).toBe(true);
+  });
+
+  it('a chain gives every path the mode the same batches committed one at a time would, and the config matters only where modesDependOnFileMode says (property)', () => {
+    const paths = ['a.md', 'b.md', 'c.yaml'];
+    const change = fc.record({
+      path: fc.constantFrom(...paths),
+      deleted: fc.boolean(),
+      exec: fc.option(fc.boolean(), { nil: undefined }),
+    });
+    const batchesArb = fc.array(fc.uniqueArray(change, { selector: (c) => c.path, minLength: 1 }), { minLength: 1, maxLength: 6 });
+    fc.assert(fc.property(batchesArb, fc.subarray(paths), fc.boolean(), (spec, startExec, fileMode) => {
+      const bs = spec.map((changes, i) => makeBatch({
+        batchId: i + 1,
+        changes: changes.map((c) => ({ path: c.path, bytes: c.deleted ? null : Buffer.from('x'), ...(c.exec === undefined ? {} : { exec: c.exec }) })),
+      }));
+      const whole = chainModes(bs, new Set(startExec), fileMode);
+      // One at a time: each batch from the modes the branch has after the one before.
+      let exec = new Set(startExec);
+      bs.forEach((b, i) => {
+        const one = chainModes([b], exec, fileMode)[0]!;
+        expect(whole[i]).toEqual(one);
+        exec = new Set(exec);
+        for (const [p, m] of one) {
+          if (m === '100755') exec.add(p);
+          else exec.delete(p);
+        }
+      });
+      // Where every change knows its bit and the repository records it, the mode is the bit.
+      if (fileMode) {
+        bs.forEach((b, i) => {
+          for (const c of b.changes) if (c.bytes !== null && c.exec !== undefined) expect(whole[i]!.get(c.path)).toBe(c.exec ? '100755' : '100644');
+        });
+      }
+      if (!modesDependOnFileMode(bs, new Set(startExec))) expect(chainModes(bs, new Set(startExec), !fileMode)).toEqual(whole);
+    }), { numRuns: 300 });
   });
 });
 

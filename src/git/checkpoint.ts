@@ -18,8 +18,8 @@
 import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, type GitResult, type GitRunner } from './runner.js';
-import { checkUnmerged, inspectLayout, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
-import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, quotePath } from './commit-stream.js';
+import { checkUnmerged, inspectLayout, recordsExecBit, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
+import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, modesDependOnFileMode, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, BlobIds, PendingCode } from './types.js';
@@ -231,7 +231,9 @@ export async function commitChain(
         known.set(firstParent, r.entries);
       }
     }
-    reusedSteps = stepsFor(batches.slice(0, reused.length), executableOf(parentEntries), fmt);
+    const reusedBatches = batches.slice(0, reused.length);
+    const parentExec = executableOf(parentEntries);
+    reusedSteps = stepsFor(reusedBatches, parentExec, await fileModeFor(runner, vault, reusedBatches, parentExec), fmt);
   }
   if (rest.length === 0) {
     if (tip) {
@@ -263,18 +265,19 @@ export async function commitChain(
   }
   if (tip) known.set(tip, tipEntries);
   const executable = executableOf(tipEntries);
+  const fileMode = await fileModeFor(runner, vault, rest, executable);
   // Each new commit's entries, from its own bytes (the index update uses them too).
-  let newSteps = stepsFor(rest, executable, fmt, opts.preloaded);
+  let newSteps = stepsFor(rest, executable, fileMode, fmt, opts.preloaded);
   const preloaded = opts.preloaded && rest.some((b) => opts.preloaded!.has(b.batchId))
     ? rest.map((b, i) => (opts.preloaded!.has(b.batchId) ? newSteps[i]! : null))
     : undefined;
-  let imported = await fi.chain(rest, { from: tip, executable, ...(preloaded ? { preloaded } : {}) });
+  let imported = await fi.chain(rest, { from: tip, executable, fileMode, ...(preloaded ? { preloaded } : {}) });
   if (!imported.ok && preloaded) {
     // A preloaded blob git does not have (say, the repository was replaced
     // meanwhile): carry the bytes, and take every id from them again (the
     // index update and the recorded ids use these steps).
-    newSteps = stepsFor(rest, executable, fmt);
-    imported = await acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG).chain(rest, { from: tip, executable });
+    newSteps = stepsFor(rest, executable, fileMode, fmt);
+    imported = await acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG).chain(rest, { from: tip, executable, fileMode });
   }
   if (!imported.ok) return imported.result ? failed(runner, imported.result) : pend('git-error', imported.reason);
   const marks = imported.marks;
@@ -481,15 +484,22 @@ function executableOf(entries: ReadonlyMap<string, Entry>): Set<string> {
   return out;
 }
 
+/** The repository's core.fileMode, read only when the chain's modes depend on it (commit-stream.ts). */
+function fileModeFor(runner: GitRunner, vault: string, batches: readonly BatchForCommit[], executable: ReadonlySet<string>): Promise<boolean> | boolean {
+  return modesDependOnFileMode(batches, executable) ? recordsExecBit(runner, vault) : true;
+}
+
 /** The entries each batch commits, computed in-process (blob ids are hashes of the bytes). */
 export function stepsFor(
   batches: readonly BatchForCommit[],
   executable: ReadonlySet<string>,
+  /** Whether the repository records the executable bit (commit-stream.ts chainModes). */
+  fileMode: boolean,
   fmt: 'sha1' | 'sha256',
   /** Blob ids already known per batch and path (blob-preload.ts): those bytes are not read again. */
   known?: ReadonlyMap<number, BlobIds>,
 ): Step[] {
-  const modes = chainModes(batches, executable);
+  const modes = chainModes(batches, executable, fileMode);
   return batches.map((b, i) => {
     const step = new Map<string, Entry | null>();
     const ids = known?.get(b.batchId);

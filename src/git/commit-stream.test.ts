@@ -30,8 +30,8 @@ describe('commitMessage', () => {
 describe('buildFastImportStream', () => {
   it('is deterministic and uses the batch date, not the clock [GIT-6]', () => {
     const b = makeBatch({ changes: [{ path: 'x.md', bytes: Buffer.from([0xff, 0x00, 0x0a]) }, { path: 'gone.md', bytes: null }] });
-    const s1 = buildFastImportStream(b, { ref: 'refs/knowledge/checkpoint', from: 'a'.repeat(40), executable: new Set() });
-    const s2 = buildFastImportStream(b, { ref: 'refs/knowledge/checkpoint', from: 'a'.repeat(40), executable: new Set() });
+    const s1 = buildFastImportStream(b, { ref: 'refs/knowledge/checkpoint', from: 'a'.repeat(40), executable: new Set(), fileMode: true });
+    const s2 = buildFastImportStream(b, { ref: 'refs/knowledge/checkpoint', from: 'a'.repeat(40), executable: new Set(), fileMode: true });
     expect(s1.equals(s2)).toBe(true);
     const text = s1.toString('latin1');
     expect(text).toContain(`committer Knowledge <knowledge@localhost> ${epochSeconds(b.createdAt)} +0000\n`);
@@ -41,7 +41,7 @@ describe('buildFastImportStream', () => {
     expect(text.endsWith('get-mark :1\ndone\n')).toBe(true);
   });
   it('keeps an executable mode the parent had', () => {
-    const s = buildFastImportStream(makeBatch(), { ref: 'r', from: null, executable: new Set(['notes/a.md']) }).toString();
+    const s = buildFastImportStream(makeBatch(), { ref: 'r', from: null, executable: new Set(['notes/a.md']), fileMode: true }).toString();
     expect(s).toContain('M 100755 inline "notes/a.md"');
     expect(s).not.toContain('from ');
   });

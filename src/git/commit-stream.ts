@@ -113,8 +113,10 @@ export interface StreamPlan {
   ref: string;
   /** Parent commit, or null for a root commit. */
   from: string | null;
-  /** Paths whose parent entry is executable keep mode 100755 (a content edit is not a mode change). */
+  /** Paths whose parent entry is executable (chainModes). */
   executable: ReadonlySet<string>;
+  /** Whether the repository records the executable bit (core.fileMode; chainModes). */
+  fileMode: boolean;
   /**
    * For a fast-import that goes on running after this chain
    * (import-session.ts): the chain ends with `checkpoint` (the pack is closed
@@ -134,12 +136,15 @@ export interface StreamPlan {
 }
 
 /**
- * The file mode each batch of a chain gives each of its paths (null = deleted).
- * A path keeps 100755 while it exists and its entry at `from` was executable;
- * a deletion drops the bit, so a later re-creation is 100644 — exactly what
- * the same batches committed one at a time would have written.
+ * The file mode each batch of a chain gives each of its paths (null = deleted),
+ * as `git add` would: where the repository records the executable bit
+ * (`fileMode`), a change that knows its file's bit (`exec`) is 100755 or
+ * 100644 by it; otherwise the path keeps 100755 while it exists and its entry
+ * at `from` was executable, and a new path is 100644. A deletion drops the
+ * bit, so a later re-creation starts again — exactly what the same batches
+ * committed one at a time would have written.
  */
-export function chainModes(batches: readonly BatchForCommit[], executable: ReadonlySet<string>): Array<Map<string, '100644' | '100755' | null>> {
+export function chainModes(batches: readonly BatchForCommit[], executable: ReadonlySet<string>, fileMode: boolean): Array<Map<string, '100644' | '100755' | null>> {
   const exec = new Set(executable);
   return batches.map((batch) => {
     const modes = new Map<string, '100644' | '100755' | null>();
@@ -147,10 +152,30 @@ export function chainModes(batches: readonly BatchForCommit[], executable: Reado
       if (isDeletion(ch)) {
         exec.delete(ch.path);
         modes.set(ch.path, null);
-      } else modes.set(ch.path, exec.has(ch.path) ? '100755' : '100644');
+        continue;
+      }
+      if (fileMode && ch.exec !== undefined) {
+        if (ch.exec) exec.add(ch.path);
+        else exec.delete(ch.path);
+      }
+      modes.set(ch.path, exec.has(ch.path) ? '100755' : '100644');
     }
     return modes;
   });
+}
+
+/**
+ * Whether the modes of a chain (chainModes) depend on `fileMode` at all: only
+ * when some change would set the bit, or clear it on a path that has it. The
+ * repository's config is read only then.
+ */
+export function modesDependOnFileMode(batches: readonly BatchForCommit[], executable: ReadonlySet<string>): boolean {
+  for (const b of batches) {
+    for (const ch of b.changes) {
+      if (ch.exec === true || (ch.exec === false && executable.has(ch.path) && !isDeletion(ch))) return true;
+    }
+  }
+  return false;
 }
 
 /** The fast-import stream for one checkpoint commit; ends with `get-mark :1` and `done`. */
@@ -168,7 +193,7 @@ export function buildFastImportStream(batch: BatchForCommit, plan: StreamPlan): 
  */
 export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: StreamPlan): Generator<Buffer> {
   if (batches.length === 0) throw new TypeError('a chain needs at least one batch');
-  const modes = chainModes(batches, plan.executable);
+  const modes = chainModes(batches, plan.executable, plan.fileMode);
   const text = (s: string) => Buffer.from(s, 'utf8');
   if (plan.session && !plan.from) yield text(`reset ${plan.ref}\n`);
   for (let i = 0; i < batches.length; i++) {

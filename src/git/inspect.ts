@@ -229,6 +229,27 @@ async function layoutKey(vault: string, dotGit: string): Promise<string | null> 
   }
 }
 
+/** core.fileMode per work tree, under the same key as the layout (the config file's identity). */
+const fileModeCache = new Map<string, { key: string; value: boolean }>();
+
+/**
+ * Whether the repository at `workTree` (a ready one: its real path) records
+ * the executable bit: `core.fileMode`, true unless set false (git's default;
+ * `git init` sets it false where the file system cannot keep the bit). Where
+ * it is false, Git keeps a path's mode whatever the bit on disk, and so does
+ * Knowledge (commit-stream.ts chainModes). A config git cannot read counts as
+ * the default: the checkpoint itself meets and reports that.
+ */
+export async function recordsExecBit(runner: GitRunner, workTree: string): Promise<boolean> {
+  const key = await layoutKey(workTree, join(workTree, '.git'));
+  const known = key !== null ? fileModeCache.get(workTree) : undefined;
+  if (known && known.key === key) return known.value;
+  const r = await runner.run(['config', '--type=bool', '--get', 'core.fileMode'], { cwd: workTree, env: vaultEnv(workTree) });
+  const value = !(r.code === 0 && r.stdout.toString('utf8').trim() === 'false');
+  if (key !== null && !r.timedOut && (r.code === 0 || r.code === 1)) fileModeCache.set(workTree, { key, value });
+  return value;
+}
+
 /** A loose branch ref's commit id, or null (packed, missing, unreadable, not an id). */
 async function readLooseRef(dotGit: string, ref: string): Promise<string | null> {
   try {

@@ -40,6 +40,14 @@ export interface BatchChange {
    * bytes (a lazy change sets it); see {@link isDeletion}.
    */
   readonly deleted?: boolean;
+  /**
+   * The file's owner-execute bit as Knowledge read it (a scan) or wrote it
+   * (its own installs: never). Committed as mode 100755 or 100644 where the
+   * repository records the bit (core.fileMode); elsewhere, and when unknown
+   * (a batch queued by an older Knowledge), the path keeps the mode it had
+   * (commit-stream.ts chainModes).
+   */
+  readonly exec?: boolean;
 }
 
 /** A deletion? Asks `deleted` first, so a lazy change's bytes are not read for it. */

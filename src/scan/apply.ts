@@ -82,7 +82,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     const upsert = db.prepare(UPSERT_VAULT_FILE);
     const forget = db.prepare('DELETE FROM vault_files WHERE path = ?');
     writeVaultFiles(db, [...a.read.map((f) => f.path), ...remove], () => {
-      for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ctimeNs, f.ino, f.sha256, f.racy ? 1 : 0);
+      for (const f of a.read) upsert.run(f.path, partitionOfPath(f.path) ?? '', f.size, f.mtimeNs, f.ctimeNs, f.ino, f.sha256, f.racy ? 1 : 0, f.exec ? 1 : 0);
       for (const path of remove) forget.run(path);
     });
 

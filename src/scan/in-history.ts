@@ -6,8 +6,8 @@
  * fingerprint and index it; but a checkpoint of bytes the branch's tip
  * already holds would be an empty commit ("1 modified", no diff). So when
  * every change a scan would commit is exactly in the tip — each written path
- * with the same blob, each removed path absent — the scan queues no
- * checkpoint.
+ * with the same blob (and, where the repository records the executable bit,
+ * the same mode), each removed path absent — the scan queues no checkpoint.
  *
  * Only ever a yes when Git says so: no repository, an unborn or unreadable
  * branch, any git failure, or any queued batch (an earlier checkpoint still
@@ -16,7 +16,7 @@
  */
 import type { Store } from '../store/store.js';
 import type { GitRunner } from '../git/runner.js';
-import { inspectLayout } from '../git/inspect.js';
+import { inspectLayout, recordsExecBit } from '../git/inspect.js';
 import { readTreeEntries } from '../git/index-sync.js';
 import { blobId } from '../git/commit-stream.js';
 
@@ -40,10 +40,14 @@ export async function changesInBranchTip(
     const mode = tip.entries.get(path)?.mode;
     if (mode !== '100644' && mode !== '100755') return false;
   }
-  const staged = db.prepare('SELECT bytes FROM scan_staging WHERE scan_id = ? AND path = ?').pluck();
+  const staged = db.prepare('SELECT bytes, exec FROM scan_staging WHERE scan_id = ? AND path = ?').raw();
+  // A file whose executable bit differs from the tip's mode is a change where the repository records the bit.
+  let modesDiffer = false;
   for (const path of change.write) {
-    const bytes = staged.get(scanId, path) as Buffer | undefined;
-    if (bytes === undefined || blobId(bytes, repo.objectFormat) !== tip.entries.get(path)!.oid) return false;
+    const row = staged.get(scanId, path) as [Buffer, number] | undefined;
+    const entry = tip.entries.get(path)!;
+    if (row === undefined || blobId(row[0], repo.objectFormat) !== entry.oid) return false;
+    if ((row[1] === 1) !== (entry.mode === '100755')) modesDiffer = true;
   }
-  return true;
+  return !modesDiffer || !(await recordsExecBit(runner, repo.workTree));
 }

@@ -101,7 +101,7 @@ describe('folder digests: kept only against untouched rows, cleared by any write
       () => db.prepare("UPDATE vault_files SET size = 2 WHERE path = 'private/n/a.md'").run(),
       () => db.prepare("UPDATE vault_files SET racy = 1 WHERE path = 'private/n/a.md'").run(),
       () => db.prepare("DELETE FROM vault_files WHERE path = 'private/n/b.md'").run(),
-      () => upsertVaultFile(db, 'private/n/a.md', { size: 5, mtimeNs: '5', ctimeNs: '5', ino: '5', sha256: 'y' }),
+      () => upsertVaultFile(db, 'private/n/a.md', { size: 5, mtimeNs: '5', ctimeNs: '5', ino: '5', sha256: 'y', exec: false }),
     ];
     for (const write of writes) {
       keep('private/n');

@@ -67,12 +67,13 @@ export function observe(
   const folders = partitions.map((p) => recordedFolders(db, p));
   progress.expected = knownCount;
   const getSha = db.prepare('SELECT sha256 FROM vault_files WHERE path = ?').pluck();
-  const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes, sha256) VALUES (?, ?, ?, ?)');
+  const getKnown = db.prepare('SELECT sha256, exec FROM vault_files WHERE path = ?').raw();
+  const insStage = db.prepare('INSERT OR REPLACE INTO scan_staging(scan_id, path, bytes, sha256, exec) VALUES (?, ?, ?, ?, ?)');
   const read: ReadFile[] = [];
   const diagnostics: ScanDiagnostic[] = [];
   const blocked: string[] = [];
   let unchanged = 0;
-  let stage: Array<[string, Buffer, string]> = [];
+  let stage: Array<[string, Buffer, string, number]> = [];
   let stageBytes = 0;
 
   const flushStage = () => {
@@ -81,7 +82,7 @@ export function observe(
     stage = [];
     stageBytes = 0;
     db.transaction(() => {
-      for (const [path, bytes, sha256] of rows) insStage.run(scanId, path, bytes, sha256);
+      for (const [path, bytes, sha256, exec] of rows) insStage.run(scanId, path, bytes, sha256, exec);
     })();
     crashPoint('scan-mid-stage');
   };
@@ -100,15 +101,22 @@ export function observe(
     switch (r.kind) {
       case 'ok': {
         progress.hashed++;
-        const knownSha = wasKnown ? ((getSha.get(path) as string | undefined) ?? null) : null;
+        const known = wasKnown ? (getKnown.get(path) as [string, number | null] | undefined) : undefined;
+        const knownSha = known?.[0] ?? null;
+        // The same bytes with the executable bit flipped: staged as well, a change where the
+        // repository records the bit (scan.ts decides; a bit never recorded is not compared).
+        const execChanged = knownSha === r.sha256 && known![1] !== null && (known![1] === 1) !== r.exec;
         // Changed bytes are staged unparsed: apply checks them once. The record id
         // that pairs a rename is read back below, only when some file is gone.
-        if (knownSha !== r.sha256) {
-          stage.push([path, r.bytes, r.sha256]);
+        if (knownSha !== r.sha256 || execChanged) {
+          stage.push([path, r.bytes, r.sha256, r.exec ? 1 : 0]);
           stageBytes += r.bytes.length;
           if (stage.length >= STAGE_FILES || stageBytes >= STAGE_BYTES) flushStage();
         }
-        read.push({ path, sha256: r.sha256, knownSha256: knownSha, recordId: null, size: r.size, mtimeNs: r.mtimeNs, ctimeNs: r.ctimeNs, ino: r.ino, racy: isRacy(nowNs, r.mtimeNs, r.ctimeNs) });
+        read.push({
+          path, sha256: r.sha256, knownSha256: knownSha, recordId: null, size: r.size, mtimeNs: r.mtimeNs, ctimeNs: r.ctimeNs, ino: r.ino, exec: r.exec,
+          racy: isRacy(nowNs, r.mtimeNs, r.ctimeNs), ...(execChanged ? { execChanged } : {}),
+        });
         return true;
       }
       case 'vanished':

@@ -56,7 +56,7 @@ export function planScan(hashed: readonly HashedFile[], missing: readonly Missin
   const appeared: HashedFile[] = [];
   for (const h of hashed) {
     if (h.knownSha256 === null) appeared.push(h);
-    else if (h.knownSha256 === h.sha256) touched.push(h.path);
+    else if (h.knownSha256 === h.sha256 && h.execChanged !== true) touched.push(h.path);
     else modified.push(h.path);
   }
   appeared.sort((a, b) => byPath(a.path, b.path));

@@ -81,7 +81,7 @@ const STAT_WIDTH = 5;
  * regular file [kind, size, mtimeMs, ctimeMs, ino] — kind 1 file, 2 link, 3 folder,
  * 4 other, -1 gone, -2 error (code in `errors`). Files read ahead: their
  * bytes one after the other in `pool`, and in `reads` per file read
- * [entry index, offset, length, sha256, mtimeNs, ctimeNs, ino].
+ * [entry index, offset, length, sha256, mtimeNs, ctimeNs, ino, exec].
  */
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
@@ -148,7 +148,7 @@ parentPort.on('message', (job) => {
                 stats[at + 2] = msOf(r.mtimeNs);
                 stats[at + 3] = msOf(r.ctimeNs);
                 stats[at + 4] = Number(r.ino);
-                reads.push([i, poolLength, r.size, r.sha256, r.mtimeNs, r.ctimeNs, r.ino]);
+                reads.push([i, poolLength, r.size, r.sha256, r.mtimeNs, r.ctimeNs, r.ino, r.exec]);
                 bytes.push(r.bytes);
                 poolLength += r.size;
                 Atomics.add(inFlight, 0, r.size);
@@ -196,8 +196,8 @@ parentPort.on('message', (job) => {
 });
 `;
 
-/** A file read ahead: [entry index, offset in the listing's pool, length, sha256, mtimeNs, ctimeNs, ino]. */
-type ReadAhead = [number, number, number, string, string, string, string];
+/** A file read ahead: [entry index, offset in the listing's pool, length, sha256, mtimeNs, ctimeNs, ino, exec]. */
+type ReadAhead = [number, number, number, string, string, string, string, boolean];
 
 interface Listing {
   abs: string;
@@ -351,7 +351,7 @@ export class PrefetchedFs implements WalkFs {
     const r = entry.read;
     // A view of the folder's transferred buffer: observe.ts stages it (a copy) and lets go.
     const preread: ReadOutcome | undefined = r && entry.listing.pool
-      ? { kind: 'ok', bytes: Buffer.from(entry.listing.pool, r[1], r[2]), sha256: r[3], size: r[2], mtimeNs: r[4], ctimeNs: r[5], ino: r[6] }
+      ? { kind: 'ok', bytes: Buffer.from(entry.listing.pool, r[1], r[2]), sha256: r[3], size: r[2], mtimeNs: r[4], ctimeNs: r[5], ino: r[6], exec: r[7] }
       : undefined;
     if (preread) this.prereads++;
     return new PrefetchedStat(kind, s[at + 1]!, s[at + 2]!, s[at + 3]!, s[at + 4]!, preread);

@@ -19,7 +19,8 @@ import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
 
 export type ReadOutcome =
-  | { kind: 'ok'; bytes: Buffer; sha256: string; size: number; mtimeNs: string; ctimeNs: string; ino: string }
+  /** `exec`: the owner-execute bit, as Git reads it for a file's mode (100755 or 100644). */
+  | { kind: 'ok'; bytes: Buffer; sha256: string; size: number; mtimeNs: string; ctimeNs: string; ino: string; exec: boolean }
   /** No file by that name any more: missing, or a folder has taken the name. */
   | { kind: 'vanished' }
   | { kind: 'symlink' }
@@ -166,6 +167,7 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         mtimeNs: after.mtimeNs.toString(),
         ctimeNs: after.ctimeNs.toString(),
         ino: after.ino.toString(),
+        exec: (after.mode & 0o100n) !== 0n,
       };
     }
     // Missing on every attempt, or changing on every attempt.

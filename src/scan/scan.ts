@@ -25,6 +25,7 @@ import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
 import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
+import { inspectLayout, recordsExecBit } from '../git/inspect.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 
@@ -120,6 +121,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   } finally {
     db.pragma(`synchronous = ${SYNC_NAMES[prevSync] ?? 'FULL'}`);
   }
+  await settleExecChanges(store, runner, scanId, seen.read);
   const plan = planScan(seen.read, seen.missing);
   // A partition's baseline is the first scan that finds a file in it: a first scan of a partition whose
   // folder is missing, empty, or holds nothing it may read (a symbolic link, say) leaves it to a later one.
@@ -195,6 +197,28 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     receipt.git = batchGitState(db, batchId);
   }
   return receipt;
+}
+
+/**
+ * Files whose executable bit alone changed (observe.ts) are changes where the
+ * vault's repository records the bit (core.fileMode, git's default; also when
+ * there is no repository yet, or no git to ask: the checkpoint decides again
+ * when it is made, chainModes). Elsewhere they are fingerprint refreshes, as
+ * for `git status`, and their staged rows go.
+ */
+async function settleExecChanges(store: Store, runner: GitRunner, scanId: string, read: ReadFile[]): Promise<void> {
+  const flipped = read.filter((f) => f.execChanged === true);
+  if (flipped.length === 0) return;
+  if (!(await runner.detect()).ok) return;
+  const repo = await inspectLayout(runner, store.paths.vault);
+  if (repo.kind !== 'ready' || (await recordsExecBit(runner, repo.workTree))) return;
+  const unstage = store.db.prepare('DELETE FROM scan_staging WHERE scan_id = ? AND path = ?');
+  store.db.transaction(() => {
+    for (const f of flipped) {
+      unstage.run(scanId, f.path);
+      f.execChanged = false;
+    }
+  })();
 }
 
 /** Files (or bytes) to commit from which preloading their blobs pays for its worker and process. */

@@ -54,6 +54,11 @@ export interface HashedFile {
   knownSha256: string | null;
   /** The record id the new bytes claim, when they are a valid record. */
   recordId: string | null;
+  /**
+   * Same bytes as recorded, but the executable bit changed (`chmod`), in a
+   * repository that records it (core.fileMode): a modification, as in Git.
+   */
+  execChanged?: boolean;
 }
 
 /** A hashed file with the fingerprint to record for it [SCAN-4]. */
@@ -62,6 +67,8 @@ export interface ReadFile extends HashedFile {
   mtimeNs: string;
   ctimeNs: string;
   ino: string;
+  /** The owner-execute bit of the file read. */
+  exec: boolean;
   /** Too close to the scan's clock to trust next time (see plan.ts isRacy). */
   racy: boolean;
 }
@@ -85,7 +92,7 @@ export interface ScanPlan {
   modified: string[];
   deleted: string[];
   renamed: Rename[];
-  /** Read and hashed, same bytes as recorded (e.g. `touch`, or a racy entry): fingerprint refresh only. */
+  /** Read and hashed, same bytes (and executable bit) as recorded (e.g. `touch`, or a racy entry): fingerprint refresh only. */
   touched: string[];
 }
 

@@ -1,33 +1,46 @@
 /**
- * What Knowledge last recorded about each vault file: size, mtime, ctime, inode and
- * SHA-256 [SCAN-4]. Publications record their own installs here so a scan
+ * What Knowledge last recorded about each vault file: size, mtime, ctime, inode,
+ * SHA-256 and executable bit [SCAN-4]. Publications record their own installs here so a scan
  * never reports them as outside edits [SCAN-1].
  */
-import { statSync, readFileSync } from 'node:fs';
+import { statSync, readFileSync, type BigIntStats } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { withoutTriggers, type DB } from './db.js';
 import { partitionOfPath } from './layout.js';
 import { NEW_FOLDER_VERSION } from './migrations/007-scan-folders.js';
 import { isRacy } from '../scan/plan.js';
 
-export interface Fingerprint { size: number; mtimeNs: string; ctimeNs: string; ino: string; sha256: string }
+export interface Fingerprint {
+  size: number;
+  mtimeNs: string;
+  ctimeNs: string;
+  ino: string;
+  sha256: string;
+  /** The owner-execute bit (migration 012). */
+  exec: boolean;
+}
 
 export function statFingerprint(abs: string, knownBytes?: Buffer): Fingerprint {
   const st = statSync(abs, { bigint: true });
-  const bytes = knownBytes ?? readFileSync(abs);
+  return fingerprintOf(st, createHash('sha256').update(knownBytes ?? readFileSync(abs)).digest('hex'));
+}
+
+/** The fingerprint of a file from its stat and the hash of its bytes. */
+export function fingerprintOf(st: BigIntStats, sha256: string): Fingerprint {
   return {
     size: Number(st.size),
     mtimeNs: st.mtimeNs.toString(),
     ctimeNs: st.ctimeNs.toString(),
     ino: st.ino.toString(),
-    sha256: createHash('sha256').update(bytes).digest('hex'),
+    exec: (st.mode & 0o100n) !== 0n,
+    sha256,
   };
 }
 
-/** One file's row: path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy. */
-export const UPSERT_VAULT_FILE = `INSERT INTO vault_files(path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+/** One file's row: path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy, exec (1 or 0). */
+export const UPSERT_VAULT_FILE = `INSERT INTO vault_files(path, partition, size, mtime_ns, ctime_ns, ino, sha256, racy, exec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
   ON CONFLICT(path) DO UPDATE SET partition = excluded.partition, size = excluded.size, mtime_ns = excluded.mtime_ns,
-    ctime_ns = excluded.ctime_ns, ino = excluded.ino, sha256 = excluded.sha256, racy = excluded.racy`;
+    ctime_ns = excluded.ctime_ns, ino = excluded.ino, sha256 = excluded.sha256, racy = excluded.racy, exec = excluded.exec`;
 
 /**
  * Record what Knowledge itself just wrote at `path` (a publication's or an
@@ -40,7 +53,7 @@ export const UPSERT_VAULT_FILE = `INSERT INTO vault_files(path, partition, size,
  */
 export function upsertVaultFile(db: DB, path: string, fp: Fingerprint): void {
   const racy = isRacy(BigInt(Date.now()) * 1_000_000n, fp.mtimeNs, fp.ctimeNs) ? 1 : 0;
-  db.prepare(UPSERT_VAULT_FILE).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ctimeNs, fp.ino, fp.sha256, racy);
+  db.prepare(UPSERT_VAULT_FILE).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ctimeNs, fp.ino, fp.sha256, racy, fp.exec ? 1 : 0);
 }
 
 /** Migration 007's triggers on `vault_files`, which keep `scan_folders` in step with every write. */
