@@ -217,6 +217,50 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
   });
 });
 
+describe('[GIT-18] the unmerged-entries probe across processes', () => {
+  it('a new process skips it while the index is the one Knowledge left; a conflict the user makes is still caught', () => {
+    expect(publish().git.state).toBe('committed'); // creates the repository and installs the index
+    const log = join(sb.dir, 'git-calls.log');
+    const wrapper = join(sb.dir, 'logging-git');
+    writeFileSync(wrapper, `#!/bin/sh\necho "$*" >> '${log}'\nexec git "$@"\n`);
+    chmodSync(wrapper, 0o755);
+    const calls = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
+    const env = { KNOWLEDGE_GIT: wrapper };
+
+    expect(publish(env).git.state).toBe('committed');
+    expect(calls()).toMatch(/\bfast-import\b/); // the wrapper ran git
+    expect(calls()).not.toMatch(/\bls-files -u\b/); // the index is the very file the last checkpoint installed
+    expect(existsSync(join(vault, '.knowledge-history', 'index-clean'))).toBe(true);
+    expect(git('check-ignore', '-q', '.knowledge-history/index-clean')).toBe(''); // never committed
+
+    // An unresolved conflict with no operation file (as a conflicting `git stash pop` leaves): the index
+    // is a new file, so the next process asks git again.
+    const userGitIn = (args: string[], input: string) => execFileSync('git', args, { cwd: vault, env: sb.env, input, encoding: 'utf8' });
+    const blob = (t: string) => userGitIn(['hash-object', '-w', '--stdin'], t).trim();
+    userGitIn(['update-index', '--index-info'], `100644 ${blob('ours\n')} 2\tnotes.md\n100644 ${blob('theirs\n')} 3\tnotes.md\n`);
+    expect(git('ls-files', '-u')).not.toBe('');
+    rmSync(log);
+    const p = publish(env);
+    expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'pending', code: 'unmerged' });
+    expect(calls()).toMatch(/\bls-files -u\b/);
+  });
+
+  it('a hint that is torn, or names another repository, only means the probe runs', () => {
+    expect(publish().git.state).toBe('committed');
+    const hint = join(vault, '.knowledge-history', 'index-clean');
+    const log = join(sb.dir, 'git-calls.log');
+    const wrapper = join(sb.dir, 'logging-git');
+    writeFileSync(wrapper, `#!/bin/sh\necho "$*" >> '${log}'\nexec git "$@"\n`);
+    chmodSync(wrapper, 0o755);
+    for (const text of ['{"gitDir":', JSON.stringify({ gitDir: '/elsewhere/.git', index: JSON.parse(readFileSync(hint, 'utf8')).index })]) {
+      writeFileSync(hint, text);
+      rmSync(log, { force: true });
+      expect(publish({ KNOWLEDGE_GIT: wrapper }).git.state).toBe('committed');
+      expect(readFileSync(log, 'utf8')).toMatch(/\bls-files -u\b/);
+    }
+  });
+});
+
 describe('[GIT-2] the first checkpoint creates vault/.git; an enclosing repository is never used', () => {
   it('a store inside the user\'s work tree gets its own repository; the outer one is untouched', () => {
     userGit(sb, sb.dir, ['init', '-q', '-b', 'main']);

@@ -294,7 +294,7 @@ export async function commitChain(
   if (!held.ok) return pend(held.code, held.reason);
   const gitDir = repo.gitDir;
   // Nobody else writes the index while we hold its lock: this is the index finishIndex will copy.
-  const cleanBefore = isKnownClean(gitDir, await indexIdentity(gitDir));
+  const cleanBefore = await isKnownClean(gitDir, await indexIdentity(gitDir), vault);
 
   // Compare-and-swap the branch HEAD names (never HEAD itself): if anyone
   // moved it since inspection, nothing changes and we report branch-moved.
@@ -326,7 +326,7 @@ export async function commitChain(
     const out = await indexJobUnder(held.lock, runner, vault, job);
     // Our update wrote stage-0 entries for unconflicted paths only: an index
     // known free of conflicts stays so.
-    if (out.ok && cleanBefore) rememberClean(gitDir, await indexIdentity(gitDir));
+    if (out.ok && cleanBefore) await rememberClean(gitDir, await indexIdentity(gitDir), vault);
     return out;
   };
 
@@ -437,9 +437,9 @@ async function startReads(
  */
 async function unmergedUnlessKnownClean(runner: GitRunner, vault: string, gitDir: string): Promise<RepoInspection | null> {
   const before = await indexIdentity(gitDir);
-  if (isKnownClean(gitDir, before)) return null;
+  if (await isKnownClean(gitDir, before, vault)) return null;
   const found = await checkUnmerged(runner, vault);
-  if (found === null && before !== null && (await indexIdentity(gitDir)) === before) rememberClean(gitDir, before);
+  if (found === null && before !== null && (await indexIdentity(gitDir)) === before) await rememberClean(gitDir, before, vault);
   return found;
 }
 

@@ -2,18 +2,27 @@
  * What Knowledge knows about the user's index between checkpoints.
  *
  * Asking git whether the index has unmerged entries [GIT-18] reads the whole
- * index (and verifies its checksum): ~15 ms at 100k entries, on every
- * checkpoint. Git writes the index by renaming a new file over it, so an
- * index whose identity (device, inode, size, modification and change time to
- * the nanosecond) has not changed since Knowledge saw it free of conflicts
- * still is: the probe is skipped then. Any write by anyone — a `git add`, a
- * merge, a `git status` refresh — gives the file a new identity, and the
- * next checkpoint asks git again. Knowledge records the index it installs
- * itself (under its own index.lock) when the index it copied was known clean.
+ * index (and verifies its checksum): 50-60 ms at 100k entries (measured
+ * 2026-12-06, plus starting the process), on every checkpoint. Git writes the
+ * index by renaming a new file over it, so an index whose identity (device,
+ * inode, size, modification and change time to the nanosecond) has not
+ * changed since Knowledge saw it free of conflicts still is: the probe is
+ * skipped then. Any write by anyone — a `git add`, a merge, a `git status`
+ * refresh — gives the file a new identity, and the next checkpoint asks git
+ * again. Knowledge records the index it installs itself (under its own
+ * index.lock) when the index it copied was known clean.
+ *
+ * What is known is kept per process and, for a vault that has Knowledge's
+ * recovery folder, in `.knowledge-history/index-clean` (never committed:
+ * that folder's own .gitignore), so the next command of the CLI, a new
+ * process, skips the probe as well. The file is a hint, not a record: it is
+ * replaced by rename without fsync, and anything unexpected in it (torn,
+ * another repository's, unreadable) only means the probe runs.
  */
-import { stat } from 'node:fs/promises';
+import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import type { BigIntStats } from 'node:fs';
 import { join } from 'node:path';
+import { tempName } from '../fsutil.js';
 
 /** gitDir -> identity of an index known to hold no unmerged entries (per process). */
 const knownClean = new Map<string, string>();
@@ -36,11 +45,51 @@ export async function indexIdentity(gitDir: string): Promise<string | null> {
   }
 }
 
-export function isKnownClean(gitDir: string, identity: string | null): boolean {
-  return identity === 'absent' || (identity !== null && knownClean.get(gitDir) === identity);
+/** Where a vault keeps the hint for new processes; its folder is Knowledge's own (layout.ts). */
+function hintPath(vault: string): string {
+  return join(vault, '.knowledge-history', 'index-clean');
 }
 
-export function rememberClean(gitDir: string, identity: string | null): void {
-  if (identity === null || identity === 'absent') knownClean.delete(gitDir);
-  else knownClean.set(gitDir, identity);
+/** The hint a vault holds for `gitDir`, or null. */
+async function readHint(vault: string, gitDir: string): Promise<string | null> {
+  try {
+    const hint = JSON.parse(await readFile(hintPath(vault), 'utf8')) as { gitDir?: unknown; index?: unknown };
+    return hint.gitDir === gitDir && typeof hint.index === 'string' ? hint.index : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether the index with this identity is known to hold no unmerged entries:
+ * absent, or the very file this process (or, with `vault`, an earlier one)
+ * saw free of conflicts.
+ */
+export async function isKnownClean(gitDir: string, identity: string | null, vault?: string): Promise<boolean> {
+  if (identity === 'absent') return true;
+  if (identity === null) return false;
+  if (knownClean.get(gitDir) === identity) return true;
+  if (vault === undefined || (await readHint(vault, gitDir)) !== identity) return false;
+  knownClean.set(gitDir, identity);
+  return true;
+}
+
+/** Remember the index with this identity as free of conflicts (with `vault`: for later processes too). */
+export async function rememberClean(gitDir: string, identity: string | null, vault?: string): Promise<void> {
+  if (identity === null || identity === 'absent') {
+    knownClean.delete(gitDir);
+    return;
+  }
+  knownClean.set(gitDir, identity);
+  if (vault === undefined) return;
+  const target = hintPath(vault);
+  // Staged where a store's open clears leftovers (store.ts), as installs are.
+  const tmp = join(vault, '.knowledge-history', 'staging', tempName('index-clean'));
+  try {
+    await writeFile(tmp, JSON.stringify({ gitDir, index: identity }) + '\n', { flag: 'wx' });
+    await rename(tmp, target);
+  } catch {
+    // No recovery folder (a plain repository), or it cannot be written: the next process probes.
+    await unlink(tmp).catch(() => undefined);
+  }
 }
