@@ -537,6 +537,36 @@ describe('[SCAN-1][GIT-10] the executable bit, as Git records it (docs/local-his
     expect(status()).toBe('');
   });
 
+  it('while git cannot be asked, a chmod alone waits for a scan that can: no empty commit where the bit is not recorded', () => {
+    put('private/a.md', record('a', 'A'));
+    put('private/b.md', record('b', 'B'));
+    scan();
+    userGit(sb, vault, ['config', 'core.fileMode', 'false']);
+    pastRacyWindowSync();
+    chmod('private/a.md', 0o755);
+    const before = commits();
+    // The user's git holds the index lock: nothing can say whether the bit counts.
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    expect(scan()).toMatchObject({ modified: [], hashed: 1, git: null });
+    rmSync(join(vault, '.git', 'index.lock'));
+    // Git answers now: the bit is not recorded, so a chmod is no change, and no empty commit follows.
+    expect(scan()).toMatchObject({ modified: [], hashed: 1, git: null });
+    expect(commits()).toBe(before);
+    expect(scan()).toMatchObject({ hashed: 0 });
+
+    // Where the bit is recorded, a chmod made while git is missing is committed once git is back.
+    userGit(sb, vault, ['config', 'core.fileMode', 'true']);
+    pastRacyWindowSync();
+    chmod('private/b.md', 0o755);
+    expect(scan([], NO_GIT)).toMatchObject({ modified: [], git: null });
+    const r = scan();
+    expect(r).toMatchObject({ modified: ['private/b.md'], git: { state: 'committed' } });
+    expect(nameStatus(r.git!.commit!)).toEqual(['M\tprivate/b.md']);
+    expect(mode('private/b.md')).toBe('100755');
+    expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private/b.md'])).toBe('');
+    expect(commits()).toBe(before + 1);
+  });
+
   it('a file recorded before Knowledge kept the bit (migration 012) has its bit recorded by the next read, not reported as a change', () => {
     put('private/a.md', record('a', 'A'));
     scan();

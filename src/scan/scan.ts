@@ -202,23 +202,40 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
 /**
  * Files whose executable bit alone changed (observe.ts) are changes where the
  * vault's repository records the bit (core.fileMode, git's default; also when
- * there is no repository yet, or no git to ask: the checkpoint decides again
- * when it is made, chainModes). Elsewhere they are fingerprint refreshes, as
- * for `git status`, and their staged rows go.
+ * there is no repository yet: `git init` sets it where the file system keeps
+ * the bit). Where it does not, they are fingerprint refreshes, as for `git
+ * status`, and their staged rows go. While git cannot be asked (not
+ * installed, a lock held, an operation in progress, a damaged repository),
+ * such a change waits: its staged row goes, its recorded bit and fingerprint
+ * stay as they were (marked racy, so the next scan reads the file again and
+ * decides then). Queued now, it could become an empty commit once git
+ * answers that the bit is not recorded.
  */
 async function settleExecChanges(store: Store, runner: GitRunner, scanId: string, read: ReadFile[]): Promise<void> {
   const flipped = read.filter((f) => f.execChanged === true);
   if (flipped.length === 0) return;
-  if (!(await runner.detect()).ok) return;
-  const repo = await inspectLayout(runner, store.paths.vault);
-  if (repo.kind !== 'ready' || (await recordsExecBit(runner, repo.workTree))) return;
+  const decision = await execBitRecorded(runner, store.paths.vault);
+  if (decision === 'recorded') return;
   const unstage = store.db.prepare('DELETE FROM scan_staging WHERE scan_id = ? AND path = ?');
   store.db.transaction(() => {
     for (const f of flipped) {
       unstage.run(scanId, f.path);
       f.execChanged = false;
+      if (decision === 'unknown') {
+        f.exec = !f.exec; // the bit as recorded
+        f.racy = true;
+      }
     }
   })();
+}
+
+/** Whether the vault's repository records the executable bit; 'unknown' while git cannot be asked. */
+async function execBitRecorded(runner: GitRunner, vault: string): Promise<'recorded' | 'ignored' | 'unknown'> {
+  if (!(await runner.detect()).ok) return 'unknown';
+  const repo = await inspectLayout(runner, vault);
+  if (repo.kind === 'absent') return 'recorded';
+  if (repo.kind !== 'ready') return 'unknown';
+  return (await recordsExecBit(runner, repo.workTree)) ? 'recorded' : 'ignored';
 }
 
 /** Files (or bytes) to commit from which preloading their blobs pays for its worker and process. */
