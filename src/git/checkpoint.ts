@@ -27,6 +27,7 @@ import { crashPoint } from '../faults.js';
 import { holdIndexLock, type HeldIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
 import { acquireImporter, type Importer } from './import-session.js';
+import { HISTORY_DIR } from '../store/layout.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -90,7 +91,7 @@ export interface CommitBatchOptions {
 export const EXCLUDE_LINES: readonly string[] = [
   '# Written by Knowledge when it created this repository: never committed [GIT-13]',
   '/vault.json',
-  '/.knowledge-history/',
+  `/${HISTORY_DIR}/`,
   '*.sqlite',
   '*.sqlite-wal',
   '*.sqlite-shm',

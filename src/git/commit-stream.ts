@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isDeletion, type BatchForCommit } from './types.js';
+import { HISTORY_DIR } from '../store/layout.js';
 
 export const KNOWLEDGE_IDENT = 'Knowledge <knowledge@localhost>';
 
@@ -104,8 +105,8 @@ export function assertCommittablePath(path: string): void {
     // still commit, not stop the queue; the index update leaves it out.)
     path.split('/').some((c) => c === '' || c === '.' || c === '..' || c.toLowerCase() === '.git') ||
     path === 'vault.json' ||
-    path === '.knowledge-history' ||
-    path.startsWith('.knowledge-history/');
+    path === HISTORY_DIR ||
+    path.startsWith(`${HISTORY_DIR}/`);
   if (bad) throw new TypeError(`path may not be committed by Knowledge: ${JSON.stringify(path)}`);
 }
 

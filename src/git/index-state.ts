@@ -23,6 +23,7 @@ import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import type { BigIntStats } from 'node:fs';
 import { join } from 'node:path';
 import { tempName } from '../fsutil.js';
+import { historyPaths } from '../store/layout.js';
 
 /** gitDir -> identity of an index known to hold no unmerged entries (per process). */
 const knownClean = new Map<string, string>();
@@ -45,15 +46,10 @@ export async function indexIdentity(gitDir: string): Promise<string | null> {
   }
 }
 
-/** Where a vault keeps the hint for new processes; its folder is Knowledge's own (layout.ts). */
-function hintPath(vault: string): string {
-  return join(vault, '.knowledge-history', 'index-clean');
-}
-
 /** The hint a vault holds for `gitDir`, or null. */
 async function readHint(vault: string, gitDir: string): Promise<string | null> {
   try {
-    const hint = JSON.parse(await readFile(hintPath(vault), 'utf8')) as { gitDir?: unknown; index?: unknown };
+    const hint = JSON.parse(await readFile(historyPaths(vault).indexClean, 'utf8')) as { gitDir?: unknown; index?: unknown };
     return hint.gitDir === gitDir && typeof hint.index === 'string' ? hint.index : null;
   } catch {
     return null;
@@ -82,9 +78,9 @@ export async function rememberClean(gitDir: string, identity: string | null, vau
   }
   knownClean.set(gitDir, identity);
   if (vault === undefined) return;
-  const target = hintPath(vault);
+  const { indexClean: target, staging } = historyPaths(vault);
   // Staged where a store's open clears leftovers (store.ts), as installs are.
-  const tmp = join(vault, '.knowledge-history', 'staging', tempName('index-clean'));
+  const tmp = join(staging, tempName('index-clean'));
   try {
     await writeFile(tmp, JSON.stringify({ gitDir, index: identity }) + '\n', { flag: 'wx' });
     await rename(tmp, target);

@@ -13,16 +13,33 @@ export interface StorePaths {
   staging: string;
 }
 
+/** Knowledge's own folder in a vault (vault-relative, never committed [GIT-13]). */
+export const HISTORY_DIR = '.knowledge-history';
+
+export interface HistoryPaths {
+  history: string;
+  /** Where installs and other replaced files are staged; a store's open clears leftovers. */
+  staging: string;
+  /** The index-has-no-conflicts hint for later processes (git/index-state.ts). */
+  indexClean: string;
+}
+
+/** Knowledge's own files in a vault, for code that knows the vault but not the store root (the git layer). */
+export function historyPaths(vault: string): HistoryPaths {
+  const history = join(vault, HISTORY_DIR);
+  return { history, staging: join(history, 'staging'), indexClean: join(history, 'index-clean') };
+}
+
 export function storePaths(root: string): StorePaths {
   const vault = join(root, 'vault');
-  const history = join(vault, '.knowledge-history');
+  const { history, staging } = historyPaths(vault);
   return {
     root,
     vault,
     manifest: join(vault, 'vault.json'),
     database: join(root, 'state.sqlite'),
     history,
-    staging: join(history, 'staging'),
+    staging,
   };
 }
 
