@@ -215,6 +215,32 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     expect(commits()).toBe(2);
   });
 
+  it('letter-case renames where the repository says core.ignorecase=true (as git init sets on macOS and Windows): committed, index in step', () => {
+    put('private/d/Note.yaml', 'a: 1\n');
+    put('private/d/other.yaml', 'b: 1\n');
+    put('private/Top.md', record('t', 'Top'));
+    scan();
+    userGit(sb, vault, ['config', 'core.ignorecase', 'true']);
+    renameSync(join(vault, 'private/d/Note.yaml'), join(vault, 'private/d/note.yaml'));
+    renameSync(join(vault, 'private/Top.md'), join(vault, 'private/top.md'));
+    const r = scan();
+    expect(r.renamed).toEqual([
+      { from: 'private/d/Note.yaml', to: 'private/d/note.yaml' },
+      { from: 'private/Top.md', to: 'private/top.md' },
+    ]);
+    expect(r.git?.state).toBe('committed');
+    expect(nameStatus(r.git!.commit!)).toEqual([
+      'R100\tprivate/Top.md\tprivate/top.md',
+      'R100\tprivate/d/Note.yaml\tprivate/d/note.yaml',
+    ]);
+    expect(tree()).toEqual(['private/d/note.yaml', 'private/d/other.yaml', 'private/top.md']);
+    // The index holds the new names (an ordinary commit of the user's keeps them), and verify agrees.
+    expect(userGit(sb, vault, ['ls-files', '-s']).trim().split('\n').map((l) => l.split('\t')[1])).toEqual(tree());
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+    expect(JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout)).toMatchObject({ ok: true, problems: [] });
+    expect(scan().git).toBeNull();
+  });
+
   it('a record moved and edited at once is a rename, paired by its id', () => {
     put('private/old-name.md', record('r1', 'Original'));
     scan();

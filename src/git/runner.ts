@@ -62,6 +62,11 @@ export const GIT_OVERRIDES: readonly string[] = [
   'core.fsmonitor=false',
   'core.attributesFile=/dev/null',
   'core.autocrlf=false',
+  // Paths are exact bytes to Knowledge, as in its records. With
+  // core.ignorecase=true (what git init sets on macOS and Windows), fast-import
+  // and update-index match names without regard to case, so a rename that only
+  // changes case turned into an empty commit and an index that lost the file.
+  'core.ignorecase=false',
   'commit.gpgSign=false',
   'tag.gpgSign=false',
   'log.showSignature=false',
