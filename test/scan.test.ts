@@ -304,6 +304,10 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     expect(tree()).toEqual(['private/f.md', 'private/g.md/inner.md']);
     expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
     expect(scan().git).toBeNull();
+    // verify reads a folder where a deleted file was as the deletion it is, not as the file still there.
+    const v = cli(sb, ['verify', '--store', 'st', '--json']);
+    expect(JSON.parse(v.stdout)).toMatchObject({ ok: true, problems: [] });
+    expect(v.code).toBe(0);
   });
 });
 

@@ -317,12 +317,13 @@ export async function verifyStore(store: Store, runner: GitRunner): Promise<Veri
   }
   const blobs = new Map<string, string | null>();
   if (names.length > 0) {
-    const cf = await runner.run(['cat-file', '--batch-check=%(objectname)'], { cwd: vault, env, input: names.join('\n') + '\n' });
+    const cf = await runner.run(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { cwd: vault, env, input: names.join('\n') + '\n' });
     if (cf.code !== 0) return unreadable('reading committed files', cf.stderr, cf.timedOut);
     const lines = cf.stdout.toString('utf8').split('\n');
     names.forEach((n, i) => {
-      const line = lines[i] ?? '';
-      blobs.set(n, /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(line) ? line : null);
+      // Only a blob is a file: a folder (tree) or a submodule (commit) now at the path means the file is gone.
+      const m = /^([0-9a-f]{40}(?:[0-9a-f]{24})?) (\w+)$/.exec(lines[i] ?? '');
+      blobs.set(n, m && m[2] === 'blob' ? m[1]! : null);
     });
   }
   return finish({ order, trailers, existing: existing.commits, blobs });
