@@ -84,4 +84,17 @@ describe('stableReader reads', () => {
     if (first.kind === 'ok') expect(first.bytes.equals(Buffer.concat([data, more]))).toBe(true);
     expect(c.calls.reads).toBeGreaterThanOrEqual(3);
   });
+
+  it('a name that is gone is vanished at once: one open, no waiting (the scan looks for recorded files again, all together)', () => {
+    const abs = file(bytesOf(10));
+    rmSync(abs);
+    let opens = 0;
+    const counted = { ...fs, openSync: (...a: Parameters<typeof fs.openSync>) => { opens++; return fs.openSync(...a); } } as unknown as typeof fs;
+    expect(stableReader(counted, createHash).read(abs)).toEqual({ kind: 'vanished' });
+    expect(opens).toBe(1);
+    // A path under what is now a file (its folder replaced by a file: ENOTDIR) is gone, too.
+    writeFileSync(abs, 'a file where a folder was\n');
+    expect(stableReader(counted, createHash).read(join(abs, 'below.md'))).toEqual({ kind: 'vanished' });
+    expect(opens).toBe(2);
+  });
 });

@@ -6,9 +6,9 @@
  * delete-then-recreate leaves the name missing for a moment; a file can be
  * growing. So: open with O_NOFOLLOW|O_NONBLOCK, fstat, read to EOF, fstat
  * again, then lstat the name: all must describe the same inode, size and
- * mtime and ctime, else wait briefly and try again. A name that stays missing is
- * "vanished" (the caller decides whether that is a deletion); one that keeps
- * changing is "unstable" and is left for the next scan.
+ * mtime and ctime, else wait briefly and try again. A name that is missing is
+ * "vanished" at once (the caller decides whether that is a deletion, and looks
+ * again); one that keeps changing is "unstable" and is left for the next scan.
  *
  * The reader is made by {@link stableReader}, a self-contained function (no
  * imports, no outer names; `node:fs` and `createHash` are its arguments), so
@@ -112,7 +112,11 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         fd = nodeFs.openSync(abs, OPEN_FLAGS);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'ENOENT' || code === 'ENOTDIR') continue; // maybe mid-save: look again
+        // Gone (or mid-save): no waiting here. A recorded file the scan does not find is looked for
+        // again, all of them together after short pauses (observe.ts, recheckMissing); a new file
+        // back by then is the next scan's. Waiting here, file by file, made a scan racing an
+        // `rm -rf` of 2,000 files take minutes.
+        if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'vanished' };
         if (code === 'ELOOP') return { kind: 'symlink' };
         if (code === 'EACCES' || code === 'EPERM') return { kind: 'unreadable', reason: `permission denied (${code})` };
         return { kind: 'unreadable', reason: (err as Error).message };
