@@ -46,7 +46,7 @@ function record(id: string, title: string, extra = '', body = `About ${title}.\n
 
 interface Receipt {
   kind: string; scanId: string; partition: string; partitions: string[]; baseline: boolean; actor: string;
-  added: string[]; modified: string[]; deleted: string[]; renamed: Array<{ from: string; to: string }>;
+  added: string[]; modified: string[]; deleted: string[]; renamed: Array<{ from: string; to: string; edited?: true }>;
   unchanged: number; hashed: number; diagnostics: Array<{ path: string; code: string; reason: string }>;
   retried: Array<{ kind: string; id: string; git: { state: string; commit?: string } }>;
   git: { state: string; commit?: string; code?: string } | null;
@@ -194,6 +194,8 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
       ],
       unchanged: 1,
     });
+    // Renamed with the same bytes: no `edited` mark.
+    expect(r.renamed.filter((x) => 'edited' in x)).toEqual([]);
     expect(r.git?.state).toBe('committed');
     expect(commits()).toBe(2);
     expect(nameStatus(r.git!.commit!)).toEqual([
@@ -247,7 +249,13 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     unlinkSync(join(vault, 'private/old-name.md'));
     put('private/pages/new-name.md', record('r1', 'Original', '', 'Rewritten body.\n'));
     const r = scan();
-    expect(r).toMatchObject({ renamed: [{ from: 'private/old-name.md', to: 'private/pages/new-name.md' }], added: [], deleted: [] });
+    expect(r).toMatchObject({ added: [], modified: [], deleted: [] });
+    expect(r.renamed).toEqual([{ from: 'private/old-name.md', to: 'private/pages/new-name.md', edited: true }]);
+    // The human output says so too.
+    unlinkSync(join(vault, 'private/pages/new-name.md'));
+    put('private/newer-name.md', record('r1', 'Original', '', 'Rewritten again.\n'));
+    const human = cli(sb, ['scan', '--store', 'st']);
+    expect(human.stdout).toContain('renamed   private/pages/new-name.md -> private/newer-name.md (and edited)');
   });
 
   it('edits the user committed by hand are still observed, and no empty checkpoint is committed on top (docs/local-history.md)', () => {

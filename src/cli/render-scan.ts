@@ -32,7 +32,7 @@ export function renderScan(r: ScanReceipt, formatGit: (g: GitState) => string): 
   };
   list(r.added, 'added', (p) => `  added     ${shown(p)}`);
   list(r.modified, 'modified', (p) => `  modified  ${shown(p)}`);
-  list(r.renamed, 'renamed', (x) => `  renamed   ${shown(x.from)} -> ${shown(x.to)}`);
+  list(r.renamed, 'renamed', (x) => `  renamed   ${shown(x.from)} -> ${shown(x.to)}${x.edited ? ' (and edited)' : ''}`);
   list(r.deleted, 'deleted', (p) => `  deleted   ${shown(p)}`);
   lines.push(`  ${r.unchanged} unchanged, ${r.hashed} read${r.diagnostics.length > 0 ? `, ${r.diagnostics.length} diagnostic${r.diagnostics.length === 1 ? '' : 's'}` : ''}`);
   // Diagnostics of files this scan found changed come first; standing ones (files unchanged since an earlier scan) after.

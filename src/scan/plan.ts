@@ -100,7 +100,7 @@ export function planScan(hashed: readonly HashedFile[], missing: readonly Missin
     const g = restOld.find((x) => x.recordId === a.recordId)!;
     pairedOld.add(g.path);
     pairedNew.add(a.path);
-    renamed.push({ from: g.path, to: a.path });
+    renamed.push(g.sha256 === a.sha256 ? { from: g.path, to: a.path } : { from: g.path, to: a.path, edited: true });
   }
 
   renamed.sort((a, b) => byPath(a.to, b.to));

@@ -84,6 +84,8 @@ export interface MissingFile {
 export interface Rename {
   from: string;
   to: string;
+  /** Present when the bytes changed as well (a record moved and edited at once, paired by its id). */
+  edited?: true;
 }
 
 /** The planner's classification (pure; see plan.ts). */

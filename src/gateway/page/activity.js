@@ -76,7 +76,7 @@ function findingsList(diags) {
 }
 
 function scanSummary(r) {
-  const paths = (label, list) => (list.length ? h('div', {}, h('strong', {}, `${label} (${list.length})`), h('ul', { class: 'links' }, list.slice(0, 50).map((p) => h('li', {}, h('code', {}, typeof p === 'string' ? p : `${p.from} → ${p.to}`))))) : null);
+  const paths = (label, list) => (list.length ? h('div', {}, h('strong', {}, `${label} (${list.length})`), h('ul', { class: 'links' }, list.slice(0, 50).map((p) => h('li', {}, h('code', {}, typeof p === 'string' ? p : `${p.from} → ${p.to}${p.edited ? ' (and edited)' : ''}`))))) : null);
   return h('div', { class: 'scan-summary' },
     h('p', {}, `Walked ${r.partitions.join(', ') || 'nothing'}: ${r.hashed} file(s) read, ${r.unchanged} recognised unchanged.`),
     paths('Added', r.added), paths('Modified', r.modified), paths('Deleted', r.deleted), paths('Renamed', r.renamed),
