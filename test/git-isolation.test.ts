@@ -181,6 +181,33 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
     expect(userGit(sb, vault, ['--no-replace-objects', 'status', '--porcelain']).trim()).toBe('');
   });
 
+  it('trailer configuration in the repository (separators, token renames) blinds git\'s %(trailers), not Knowledge: a crashed checkpoint is found and reused, history and verify read every commit [GIT-6][GIT-11]', () => {
+    const put = (name: string, title: string) => writeFileSync(join(sb.dir, name), `---\nkind: page\ntitle: ${title}\n---\nAbout ${title}.\n`);
+    const publish = (name: string, env: NodeJS.ProcessEnv = {}) => cli(sb, ['publish', '--store', 'st', '--json', name], { env });
+    put('a.md', 'Alpha');
+    expect(JSON.parse(publish('a.md').stdout).git.state).toBe('committed');
+    userGit(sb, vault, ['config', 'trailer.separators', '#']);
+    userGit(sb, vault, ['config', 'trailer.Knowledge-Batch.key', 'Other-Batch']);
+    userGit(sb, vault, ['config', 'trailer.Knowledge-Actor.key', 'Other-Actor']);
+    // What git itself now makes of a Knowledge commit's trailers: nothing.
+    expect(userGit(sb, vault, ['log', '-1', '--format=%(trailers:key=Knowledge-Batch,valueonly)']).trim()).toBe('');
+    put('b.md', 'Beta');
+    // Killed after the branch moved and before the receipt: the retry must find its own commit by its trailers.
+    expect(publish('b.md', { KNOWLEDGE_CRASH_AT: 'after-update-ref' }).code).not.toBe(0);
+    const landed = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    const scan = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
+    expect(scan.retried.map((x: { git: { state: string; commit?: string } }) => x.git)).toEqual([{ state: 'committed', commit: landed }]);
+    // Reused, not committed twice.
+    expect(userGit(sb, vault, ['rev-parse', 'HEAD']).trim()).toBe(landed);
+    expect(userGit(sb, vault, ['rev-list', '--count', 'HEAD']).trim()).toBe('2');
+    const verify = JSON.parse(cli(sb, ['verify', '--store', 'st', '--json']).stdout);
+    expect(verify, JSON.stringify(verify)).toMatchObject({ ok: true, problems: [] });
+    const id = JSON.parse(cli(sb, ['lookup', '--store', 'st', '--json', 'Beta']).stdout).record.id;
+    const versions = JSON.parse(cli(sb, ['history', '--store', 'st', '--json', id]).stdout).versions;
+    expect(versions).toHaveLength(1);
+    expect(versions[0]).toMatchObject({ actor: 'operator' });
+  });
+
   it('no network, no remotes: a configured remote and url rewrite are never contacted [GIT-3]', () => {
     mkdirSync(vault, { recursive: true });
     userGit(sb, vault, ['init', '-q', '-b', 'main']);

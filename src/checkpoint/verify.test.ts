@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkStore, type BatchFact, type FileFact, type RepoFacts } from './verify.js';
+import { Trailers } from '../git/trailers.js';
 
 /** The pure half of `knowledge verify`: rows and repository facts in, coded problems out. */
 const V = 'vault-1';
@@ -12,10 +13,15 @@ function batch(id: number, over: Partial<BatchFact> = {}): BatchFact {
 function file(id: number, over: Partial<FileFact> = {}): FileFact {
   return { batchId: id, path: `p/${id}.md`, deleted: false, blobOid: blob(id), hasBytes: false, ...over };
 }
+function tr(pairs: Array<[string, string]>): Trailers {
+  const t = new Trailers();
+  for (const [k, v] of pairs) t.add(k, v);
+  return t;
+}
 /** A linear history with commits 3, 2, 1 (newest first), each carrying its trailers and bytes. */
 function repo(ids = [1, 2, 3]): RepoFacts {
   const order = [...ids].reverse().map(c);
-  const trailers = new Map(ids.map((id) => [c(id), new Map([['Knowledge-Batch', [`${V}/${id}`]], ['Knowledge-Publication', [`pub-${id}`]]])]));
+  const trailers = new Map(ids.map((id) => [c(id), tr([['Knowledge-Batch', `${V}/${id}`], ['Knowledge-Publication', `pub-${id}`]])]));
   const blobs = new Map<string, string | null>(ids.map((id) => [`${c(id)}:p/${id}.md`, blob(id)]));
   return { order, trailers, existing: new Set(), blobs };
 }
@@ -38,9 +44,9 @@ describe('checkStore', () => {
     ['not-on-branch', () => { const r = repo(); r.existing.add('e'.repeat(40)); return run([batch(1), batch(2), batch(3, { commit: 'e'.repeat(40) })], okFiles, r); }],
     ['bytes-mismatch', () => run(ok, [file(1), file(2, { blobOid: blob(9) }), file(3)])],
     ['bytes-mismatch', () => run(ok, [file(1), file(2, { deleted: true, blobOid: null }), file(3)])],
-    ['wrong-commit', () => { const r = repo(); r.trailers.get(c(2))!.set('Knowledge-Publication', ['pub-other']); return run(ok, okFiles, r); }],
-    ['duplicate-commit', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), new Map([['Knowledge-Batch', [`${V}/2`]]])); return run(ok, okFiles, r); }],
-    ['unknown-batch', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), new Map([['Knowledge-Batch', [`${V}/7`]]])); return run(ok, okFiles, r); }],
+    ['wrong-commit', () => { const r = repo(); r.trailers.set(c(2), tr([['Knowledge-Batch', `${V}/2`], ['Knowledge-Publication', 'pub-other']])); return run(ok, okFiles, r); }],
+    ['duplicate-commit', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/2`]])); return run(ok, okFiles, r); }],
+    ['unknown-batch', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/7`]])); return run(ok, okFiles, r); }],
     ['unrecorded-commit', () => run([batch(1), batch(2), batch(3, { state: 'queued', commit: null })], [file(1), file(2), file(3, { hasBytes: true })])],
     ['queue-order', () => run([batch(1), batch(2, { state: 'queued', commit: null }), batch(3)], [file(1), file(2, { hasBytes: true }), file(3)], repo([1, 3]))],
     ['bytes-missing', () => run([batch(1), batch(2), batch(3), batch(4, { state: 'queued', commit: null })], [...okFiles, file(4, { hasBytes: false, blobOid: null })])],
@@ -52,7 +58,7 @@ describe('checkStore', () => {
   it('ignores trailers of another vault and files recorded without a blob id', () => {
     const r = repo();
     r.order.unshift('d'.repeat(40));
-    r.trailers.set('d'.repeat(40), new Map([['Knowledge-Batch', ['other-vault/2']]]));
+    r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', 'other-vault/2']]));
     const x = run(ok, [file(1), file(2, { blobOid: null }), file(3)], r);
     expect(x.problems).toEqual([]);
     expect(x.filesWithoutBlobId).toBe(1);

@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import { classifyGitFailure, type GitRunner } from '../git/runner.js';
 import { vaultEnv } from '../git/inspect.js';
+import { parseTrailers, Trailers } from '../git/trailers.js';
 import { queuedBytesSql } from './outbox.js';
 
 export type VerifyCode =
@@ -84,7 +85,7 @@ export interface RepoFacts {
   /** Commits reachable from the tip, children before parents (topo order). */
   order: string[];
   /** Trailer values per reachable commit: key -> values. */
-  trailers: Map<string, Map<string, string[]>>;
+  trailers: Map<string, Trailers>;
   /** Recorded commits not reachable from the tip that still exist as commits. */
   existing: Set<string>;
   /** `<commit>:<path>` -> blob id, or null when the commit has no such path. */
@@ -152,9 +153,9 @@ export function checkStore(input: {
       });
       continue;
     }
-    const t = repo.trailers.get(commit) ?? new Map<string, string[]>();
+    const t = repo.trailers.get(commit) ?? new Trailers();
     const refKey = REF_KEY[b.kind] ?? 'Knowledge-Publication';
-    if (!(t.get('Knowledge-Batch') ?? []).includes(batchKey(b.batchId)) || !(t.get(refKey) ?? []).includes(b.refId)) {
+    if (!t.values('Knowledge-Batch').includes(batchKey(b.batchId)) || !t.values(refKey).includes(b.refId)) {
       problems.push({ code: 'wrong-commit', batchId: b.batchId, commit, message: `commit ${commit} recorded for batch ${b.batchId} does not carry its trailers (${refKey}: ${b.refId})` });
     }
     // Queue order = history order: a later batch's commit descends from an earlier one's.
@@ -198,7 +199,7 @@ export function checkStore(input: {
   // One commit per batch, and none landed unrecorded [GIT-6].
   const seen = new Map<number, string[]>();
   for (const commit of repo.order) {
-    for (const v of repo.trailers.get(commit)?.get('Knowledge-Batch') ?? []) {
+    for (const v of repo.trailers.get(commit)?.values('Knowledge-Batch') ?? []) {
       const slash = v.lastIndexOf('/');
       if (slash < 0 || v.slice(0, slash) !== vaultId) continue;
       const id = Number(v.slice(slash + 1));
@@ -284,23 +285,17 @@ export async function verifyStore(store: Store, runner: GitRunner): Promise<Veri
   }
   report.tip = head.stdout.toString('utf8').trim();
 
-  const log = await runner.run(['log', '-z', '--topo-order', '--format=%H%x01%(trailers:only,unfold,separator=%x02)', report.tip, '--'], { cwd: vault, env });
+  const log = await runner.run(['log', '-z', '--topo-order', '--format=%H%x01%B', report.tip, '--'], { cwd: vault, env });
   if (log.code !== 0) return unreadable('reading the history', log.stderr, log.timedOut);
   const order: string[] = [];
-  const trailers = new Map<string, Map<string, string[]>>();
+  // Trailers read by Knowledge from the raw message (git/trailers.ts): the repository's trailer.* config can blind git's %(trailers).
+  const trailers = new Map<string, Trailers>();
   for (const rec of log.stdout.toString('utf8').split('\0')) {
     const sep = rec.indexOf('\x01');
     if (sep < 0) continue;
     const commit = rec.slice(0, sep).trim();
     order.push(commit);
-    const t = new Map<string, string[]>();
-    for (const pair of rec.slice(sep + 1).split('\x02')) {
-      const colon = pair.indexOf(':');
-      if (colon <= 0) continue;
-      const key = pair.slice(0, colon).trim();
-      t.set(key, [...(t.get(key) ?? []), pair.slice(colon + 1).trim()]);
-    }
-    trailers.set(commit, t);
+    trailers.set(commit, parseTrailers(rec.slice(sep + 1)));
   }
   const reachable = new Set(order);
   const existing = await existingCommits(runner, vault, env, batches.filter((b) => b.commit && !reachable.has(b.commit)));

@@ -28,6 +28,7 @@ import { holdIndexLock, type HeldIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
 import { acquireImporter, type Importer } from './import-session.js';
 import { HISTORY_DIR } from '../store/layout.js';
+import { parseTrailers } from './trailers.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -539,7 +540,8 @@ async function findBatchCommits(
 ): Promise<Found> {
   // Nothing new on the branch since the store's last record: no earlier attempt can be there.
   if (lastKnown === tip) return { kind: 'none' };
-  const fmt = '--format=%H %P%x01%(trailers:key=Knowledge-Batch,valueonly,separator=%x02)';
+  // The raw message, its trailers read by Knowledge (trailers.ts): the repository's trailer.* config can blind git's %(trailers).
+  const fmt = '--format=%H %P%x01%B';
   const attempt = async (range: string[]) => runner.run(['log', '-z', fmt, ...range, '--'], { cwd: vault, env });
   let r = lastKnown ? await attempt([tip, `^${lastKnown}`]) : null;
   // An unknown lastKnownCommit (rewritten or collected history) falls back to a bounded search.
@@ -553,8 +555,7 @@ async function findBatchCommits(
     const sep = rec.indexOf('\x01');
     if (sep < 0) continue;
     const [commit = '', parent] = rec.slice(0, sep).trim().split(' ');
-    for (const v of rec.slice(sep + 1).split('\x02')) {
-      const value = v.trim();
+    for (const value of parseTrailers(rec.slice(sep + 1)).values('Knowledge-Batch')) {
       // Newest first: keep the oldest commit of a value (a twin could only be someone's copy).
       if (value !== '') commits.set(value, { commit, parent: parent ? parent : null });
     }

@@ -6,8 +6,11 @@ const B = 'b'.repeat(40);
 const C = 'c'.repeat(40);
 const F = '\x1f';
 
+/** A header as LOG_FORMAT prints it: id, parents, date, then the raw message with its trailers. */
 function header(commit: string, parent: string, actor: string, pub: string, scan: string, subject: string): string {
-  return [commit, parent, '2024-05-01T12:00:00+02:00', actor, pub, scan, '', subject].join(F);
+  const trailers = [actor && `Knowledge-Actor: ${actor}`, pub && `Knowledge-Publication: ${pub}`, scan && `Knowledge-Scan: ${scan}`].filter(Boolean);
+  const message = `${subject}\n` + (trailers.length ? `\n${trailers.join('\n')}\n` : '');
+  return [commit, parent, '2024-05-01T12:00:00+02:00', message].join(F);
 }
 
 describe('[READ-2] git log output', () => {
@@ -38,9 +41,16 @@ describe('[READ-2] git log output', () => {
     expect(log[1]).toMatchObject({ path: 'x.md' });
   });
 
+  it('a subject over several lines is one line, as %s prints it; trailers are read from the last paragraph only', () => {
+    const message = `\nFirst line  \nsecond line\n\nKnowledge-Actor: root in the body\nmore body\n\nKnowledge-Actor: agent\nKnowledge-Actor: external\n`;
+    const log = parseLog([A, '', '2024-05-01T12:00:00Z', message].join(F) + '\0\nM\0x.md\0');
+    expect(log[0]).toMatchObject({ subject: 'First line second line', actor: 'agent', path: 'x.md' });
+  });
+
   it('labels anything but agent/operator/external as unknown', () => {
     expect(actorLabel('agent')).toBe('agent');
-    expect(actorLabel('external\x1eagent')).toBe('external');
+    expect(actorLabel(' external ')).toBe('external');
+    expect(actorLabel(undefined)).toBe('unknown');
     expect(actorLabel('root')).toBe('unknown');
     expect(actorLabel('')).toBe('unknown');
   });

@@ -4,22 +4,18 @@
  */
 import { parseRecordText } from '../records/record.js';
 import type { HistoryActor } from './types.js';
+import { messageSubject, parseTrailers } from '../git/trailers.js';
 
 const FS = '\x1f'; // between fields
-const VS = '\x1e'; // between repeated trailer values
 
 /**
- * One header per commit: id, parents, author date, trailers, and the subject
- * last (it is the only free text, so a stray separator in it cannot shift
- * the other fields).
+ * One header per commit: id, parents, author date, and the raw message last
+ * (it is the only free text, so a stray separator in it cannot shift the
+ * other fields). Its subject and trailers are read by Knowledge
+ * (git/trailers.ts): the repository's trailer.* configuration can blind
+ * git's own `%(trailers)` [GIT-12].
  */
-export const LOG_FORMAT =
-  '--format=%H%x1f%P%x1f%aI' +
-  '%x1f%(trailers:key=Knowledge-Actor,valueonly,separator=%x1e)' +
-  '%x1f%(trailers:key=Knowledge-Publication,valueonly,separator=%x1e)' +
-  '%x1f%(trailers:key=Knowledge-Scan,valueonly,separator=%x1e)' +
-  '%x1f%(trailers:key=Knowledge-Attachment,valueonly,separator=%x1e)' +
-  '%x1f%s';
+export const LOG_FORMAT = '--format=%H%x1f%P%x1f%aI%x1f%B';
 
 export interface LogEntry {
   commit: string;
@@ -38,13 +34,8 @@ export interface LogEntry {
 
 const HEX_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 
-function firstValue(v: string | undefined): string | undefined {
-  const s = (v ?? '').split(VS)[0]?.trim();
-  return s ? s : undefined;
-}
-
 export function actorLabel(v: string | undefined): HistoryActor {
-  const s = firstValue(v);
+  const s = v?.trim();
   return s === 'agent' || s === 'operator' || s === 'external' ? s : 'unknown';
 }
 
@@ -56,23 +47,25 @@ export function utcIso(gitIso: string): string {
 
 function parseHeader(token: string): LogEntry | null {
   const f = token.split(FS);
-  if (f.length < 8) return null;
-  const [commit = '', parents = '', date = '', actor, pub, scan, att] = f;
+  if (f.length < 4) return null;
+  const [commit = '', parents = '', date = ''] = f;
   if (!HEX_RE.test(commit)) return null;
+  const message = f.slice(3).join(FS);
+  const trailers = parseTrailers(message);
   const entry: LogEntry = {
     commit,
     parent: parents.trim() === '' ? null : parents.trim().split(' ')[0]!,
     date: utcIso(date),
-    actor: actorLabel(actor),
-    subject: f.slice(7).join(FS),
+    actor: actorLabel(trailers.first('Knowledge-Actor')),
+    subject: messageSubject(message),
     path: null,
     status: null,
   };
-  const p = firstValue(pub);
+  const p = trailers.first('Knowledge-Publication');
   if (p) entry.publicationId = p;
-  const s = firstValue(scan);
+  const s = trailers.first('Knowledge-Scan');
   if (s) entry.scanId = s;
-  const a = firstValue(att);
+  const a = trailers.first('Knowledge-Attachment');
   if (a) entry.attachmentId = a;
   return entry;
 }
