@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
@@ -206,6 +206,40 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
     const versions = JSON.parse(cli(sb, ['history', '--store', 'st', '--json', id]).stdout).versions;
     expect(versions).toHaveLength(1);
     expect(versions[0]).toMatchObject({ actor: 'operator' });
+  });
+
+  it('a partial clone\'s missing objects are never fetched: no transport runs, even one the repository\'s config allows (ext::, file://) [GIT-3][GIT-12]', () => {
+    const remote = join(sb.dir, 'remote');
+    mkdirSync(join(remote, 'private'), { recursive: true });
+    userGit(sb, remote, ['init', '-q', '-b', 'main']);
+    userGit(sb, remote, ['config', 'uploadpack.allowFilter', 'true']);
+    userGit(sb, remote, ['config', 'uploadpack.allowAnySHA1InWant', 'true']);
+    const rec = (body: string) => `---\nformat: knowledge-record-v1\nid: n1\nrevision: 1\nkind: page\ntitle: One\nrecorded_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\nscope: private\nlifecycle: active\n---\n${body}\n`;
+    writeFileSync(join(remote, 'private/n.md'), rec('body one'));
+    userGit(sb, remote, ['add', '-A']);
+    userGit(sb, remote, ['commit', '-q', '-m', 'one']);
+    writeFileSync(join(remote, 'private/n.md'), rec('body two'));
+    userGit(sb, remote, ['commit', '-q', '-a', '-m', 'two']);
+    // The vault is a blob-less clone: the first version's bytes are not here.
+    userGit(sb, sb.dir, ['clone', '-q', '--filter=blob:none', `file://${remote}`, 'clone']);
+    renameSync(join(sb.dir, 'clone', '.git'), join(vault, '.git'));
+    mkdirSync(join(vault, 'private'), { recursive: true });
+    renameSync(join(sb.dir, 'clone', 'private', 'n.md'), join(vault, 'private', 'n.md'));
+    const missing = () => userGit(sb, vault, ['rev-list', '--objects', '--missing=print', '--all']).split('\n').filter((l) => l.startsWith('?'));
+    expect(missing()).toHaveLength(1);
+    expect(JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout).baseline).toBe(true);
+
+    const marker = join(markers, 'ext-ran');
+    for (const [url, allow] of [[`ext::sh -c touch% ${marker}`, 'protocol.ext.allow'], [`file://${remote}`, 'protocol.file.allow']] as const) {
+      userGit(sb, vault, ['config', 'remote.origin.url', url]);
+      userGit(sb, vault, ['config', allow, 'always']);
+      const h = JSON.parse(cli(sb, ['history', '--store', 'st', '--json', 'n1']).stdout);
+      // Nothing was run or fetched for it, and the history says what it could not read, and why.
+      expect(readdirSync(markers), url).toEqual([]);
+      expect(missing(), url).toHaveLength(1);
+      expect(h.git, url).toMatchObject({ state: 'pending', code: 'git-error' });
+      expect(h.git.reason).toMatch(/partial clone/);
+    }
   });
 
   it('no network, no remotes: a configured remote and url rewrite are never contacted [GIT-3]', () => {

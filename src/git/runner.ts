@@ -166,6 +166,15 @@ export class GitRunner {
       LC_ALL: 'C',
       LANG: 'C',
       GIT_TERMINAL_PROMPT: '0',
+      // No transport at all [GIT-3, GIT-12]. Reading a missing object of a
+      // partial clone makes git fetch it from the promisor remote, whose URL
+      // the repository's config names: `ext::<command>` with
+      // protocol.ext.allow=always ran that command when history was read. The
+      // first variable allows only the protocols it lists (none exists),
+      // overriding every protocol.*.allow of the config; with the second, git
+      // does not even try the fetch ("lazy fetching disabled", git 2.39 here).
+      GIT_ALLOW_PROTOCOL: 'knowledge-none',
+      GIT_NO_LAZY_FETCH: '1',
       // Knowledge never needs optional locks (status-style index refreshes).
       GIT_OPTIONAL_LOCKS: '0',
       // The objects as they are: a user's `git replace` of the branch tip must
@@ -331,6 +340,9 @@ export function classifyGitFailure(stderr: string, timedOut: boolean): { code: P
   }
   if (s.includes('Permission denied') || s.includes('insufficient permission') || s.includes('Operation not permitted')) {
     return say('permission', 'git could not read or write the repository');
+  }
+  if (s.includes('lazy fetching disabled')) {
+    return say('git-error', 'the repository is a partial clone and lacks an object Knowledge needs; Knowledge never fetches (a `git fetch` of your own can fill it in)');
   }
   if (
     s.includes('not a git repository') ||
