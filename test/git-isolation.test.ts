@@ -145,6 +145,38 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
     expect(userGit(sb, vault, ['diff', '--cached', '--name-only']).trim().split('\n').sort()).toEqual(['.gitattributes', 'user.dat', 'user.txt']);
   });
 
+  it('filter sections are blanked however .git/config lays them out: two headers on a line, carriage returns, an include behind another header', () => {
+    const put = (name: string, title: string) => writeFileSync(join(sb.dir, name), `---\nkind: page\ntitle: ${title}\n---\nAbout ${title}.\n`);
+    put('a.md', 'Alpha');
+    expect(JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'a.md']).stdout).git.state).toBe('committed');
+    const prog = script('clean', 'cat');
+    const config = join(vault, '.git', 'config');
+    const original = readFileSync(config, 'utf8');
+    const included = join(sb.dir, 'included.cfg');
+    writeFileSync(included, `[filter "inc"]\n\tclean = ${prog}\n`);
+    const layouts: Array<[string, string]> = [
+      ['two', `[core] [filter "two"]\n\tclean = ${prog}\n`],
+      ['cr', `[core]\r[filter "cr"]\r\tclean = ${prog}\n`],
+      ['inc', `[core] [include]\n\tpath = ${included}\n`],
+    ];
+    layouts.forEach(([name, text], i) => {
+      writeFileSync(config, original + text);
+      // The user's own git reads the driver from that very layout.
+      expect(userGit(sb, vault, ['config', `filter.${name}.clean`]).trim(), name).toBe(prog);
+      writeFileSync(join(vault, '.git', 'info', 'attributes'), `*.txt filter=${name}\n`);
+      writeFileSync(join(vault, `user-${name}.txt`), 'user file\n');
+      // Staged with the working file newer than the index: racily clean, so every index write re-checks it.
+      const later = new Date(Date.now() + 3_600_000);
+      utimesSync(join(vault, `user-${name}.txt`), later, later);
+      userGit(sb, vault, ['add', `user-${name}.txt`]); // (the user's own git runs the filter)
+      for (const m of readdirSync(markers)) rmSync(join(markers, m));
+      put(`b${i}.md`, `Beta ${name}`);
+      const r = cli(sb, ['publish', '--store', 'st', '--json', `b${i}.md`]);
+      expect(JSON.parse(r.stdout).git, name).toMatchObject({ state: 'committed' });
+      expect(readdirSync(markers), name).toEqual([]);
+    });
+  });
+
   it('a `git replace` of the branch tip, grafts and a UTF-16 log encoding in the repository config change nothing Knowledge commits or reads [GIT-6][GIT-7]', () => {
     const put = (name: string, title: string) => writeFileSync(join(sb.dir, name), `---\nkind: page\ntitle: ${title}\n---\nAbout ${title}.\n`);
     const publish = (name: string, env: NodeJS.ProcessEnv = {}) => cli(sb, ['publish', '--store', 'st', '--json', name], { env });

@@ -87,10 +87,17 @@ describe('parseFilterSections', () => {
     ['[filter "q\\"uote"]\n', ['q"uote']],
     ['[Filter.Old]\n\tclean = cat\n', ['old']],
     ['  [filter "indented"] clean = cat\n', ['indented']],
+    // Several headers on one line: git reads every one.
+    ['[core] [filter "evil"]\n\tclean = evil\n', ['evil']],
+    ['[core]\tbare = false [filter "not-a-header"]\n', []],
   ])('%j -> %j', (text, want) => {
     expect([...(parseFilterSections(text) ?? ['<null>'])]).toEqual(want);
   });
-  it.each(['[include]\n\tpath = other\n', '[includeIf "gitdir:/x/"]\n\tpath = y\n', '[weird section\n'])('asks git when the file includes others or cannot be read: %j', (text) => {
+  it.each([
+    '[include]\n\tpath = other\n', '[includeIf "gitdir:/x/"]\n\tpath = y\n', '[weird section\n',
+    // Headers git reads where a line-by-line reading would not (found by review: the filter ran).
+    '[core] [include]\n\tpath = /tmp/inc.cfg\n', '[core]\r[filter "evil"]\r\tclean = evil\n', '\uFEFF[filter "bom"]\n\tclean = x\n',
+  ])('asks git when the file includes others or cannot be read as git reads it: %j', (text) => {
     expect(parseFilterSections(text)).toBeNull();
   });
 });

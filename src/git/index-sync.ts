@@ -16,6 +16,7 @@ import { readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, configEnv, type GitRunner } from './runner.js';
 import { vaultEnv } from './inspect.js';
+import { configSections, includesOtherFiles } from './config-text.js';
 import { gitDirAliasIn } from './commit-stream.js';
 import type { PendingCode } from './types.js';
 
@@ -340,20 +341,15 @@ export async function filterDriversInFiles(gitDir: string): Promise<Set<string> 
   return drivers;
 }
 
-/** Pure: filter driver names declared in one config file's text; null if it includes other files. */
+/** Pure: filter driver names declared in one config file's text; null if git must answer (see configSections). */
 export function parseFilterSections(text: string): Set<string> | null {
+  const sections = configSections(text);
+  if (sections === null || includesOtherFiles(sections)) return null;
   const out = new Set<string>();
-  const re = /\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\\n]|\\.)*)")?\s*\]/g;
-  for (const line of text.split('\n')) {
-    const trimmed = line.trimStart();
-    if (!trimmed.startsWith('[')) continue;
-    re.lastIndex = 0;
-    const m = re.exec(trimmed);
-    if (!m) return null; // a section header we cannot read: let git answer
-    const section = m[1]!.toLowerCase();
-    if (section === 'include' || section === 'includeif' || section.startsWith('include.') || section.startsWith('includeif.')) return null;
-    if (section === 'filter' && m[2] !== undefined) out.add(m[2].replace(/\\(.)/g, '$1'));
-    else if (section.startsWith('filter.') && m[2] === undefined) out.add(section.slice('filter.'.length));
+  for (const { section, subsection } of sections) {
+    const lower = section.toLowerCase();
+    if (lower === 'filter' && subsection !== undefined) out.add(subsection);
+    else if (lower.startsWith('filter.') && subsection === undefined) out.add(lower.slice('filter.'.length));
   }
   return out;
 }

@@ -5,6 +5,7 @@
  */
 import { isOwnStaleLock } from './index-lock.js';
 import { fileIdentity } from './index-state.js';
+import { configSections, includesOtherFiles } from './config-text.js';
 import { lstat, readFile, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
@@ -221,7 +222,8 @@ async function layoutKey(vault: string, dotGit: string): Promise<string | null> 
       readFile(join(dotGit, 'config'), 'utf8'),
       lstat(join(dotGit, 'commondir')).then(() => true, () => false),
     ]);
-    if (common || /^\s*\[\s*include/im.test(text)) return null;
+    const sections = configSections(text);
+    if (common || sections === null || includesOtherFiles(sections)) return null;
     const dir = (s: typeof v) => `${s.dev}:${s.ino}:${s.uid}:${s.gid}:${s.mode}`;
     return `${dir(v)}|${dir(g)}|${fileIdentity(c)}:${c.uid}`;
   } catch {
