@@ -584,6 +584,25 @@ describe('[READ-2] history from the vault\'s Git history', () => {
 });
 
 describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
+  it('the repository\'s log and diff settings change nothing history reads: log.showRoot=false, diff.context=0, core.bigFileThreshold, a -diff attribute [GIT-12]', () => {
+    const a = publish([{ id: 'rec-cfg', title: 'Config page', body: 'one' }]);
+    const b = publish([{ id: 'rec-cfg', title: 'Config page', body: 'two', extra: 'revision: 1' }]);
+    const before = cli(sb, ['history', '--store', 'st', 'rec-cfg', '--from', a.git.commit!, '--to', b.git.commit!]).stdout;
+    expect(before).toContain('+two');
+    for (const [k, v] of [['log.showRoot', 'false'], ['diff.context', '0'], ['core.bigFileThreshold', '10'], ['diff.algorithm', 'patience'], ['diff.interHunkContext', '20']]) {
+      userGit(sb, vault, ['config', k!, v!]);
+    }
+    writeFileSync(join(vault, '.git', 'info', 'attributes'), '*.md -diff\n');
+    // The root commit's version is still listed (it was the first publication's).
+    const h = JSON.parse(cli(sb, ['history', '--store', 'st', 'rec-cfg', '--json']).stdout);
+    expect(h.versions.map((v: { commit: string }) => v.commit)).toEqual([b.git.commit, a.git.commit]);
+    expect(userGit(sb, vault, ['rev-list', '--max-parents=0', 'HEAD']).trim()).toBe(a.git.commit);
+    // And the patch is the very same text.
+    const after = cli(sb, ['history', '--store', 'st', 'rec-cfg', '--from', a.git.commit!, '--to', b.git.commit!]).stdout;
+    expect(after).toBe(before);
+    expect(after).not.toContain('Binary');
+  });
+
   it('prints history and a diff as JSON and text, and fails with E_NOT_FOUND for unknown ids', () => {
     const a = publish([{ id: 'rec-cli', title: 'CLI page', body: 'one' }]);
     const b = publish([{ id: 'rec-cli', title: 'CLI page', body: 'two', extra: 'revision: 1' }], ['--actor', 'agent']);

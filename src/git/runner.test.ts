@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GitRunner, GIT_OVERRIDES, classifyGitFailure } from './runner.js';
+import { GitRunner, classifyGitFailure } from './runner.js';
 import { makeSandbox, userRepo, type GitSandbox } from './test-sandbox.js';
 
 let sb: GitSandbox | undefined;
@@ -90,7 +90,17 @@ describe('GitRunner', () => {
     await runner.run(['config', 'core.hooksPath', '/tmp/user-hooks'], { cwd: vault }); // repo value
     const r = await runner.run(['config', '--get', 'core.hooksPath'], { cwd: vault });
     expect(r.stdout.toString().trim()).toBe('/dev/null/knowledge-no-hooks');
-    expect(GIT_OVERRIDES).toContain('core.fsync=committed,reference');
+    // Durability and history settings a repository could weaken: what git itself sees under the runner.
+    for (const [key, repoValue, forced] of [
+      ['core.fsync', 'none', 'committed,reference'],
+      ['core.fsyncMethod', 'writeout-only', 'fsync'],
+      ['log.showRoot', 'false', 'true'],
+      ['core.ignorecase', 'true', 'false'],
+    ] as const) {
+      await runner.run(['config', key, repoValue], { cwd: vault });
+      const got = await runner.run(['config', '--get', key], { cwd: vault });
+      expect(got.stdout.toString().trim(), key).toBe(forced);
+    }
   });
 
   it('kills a git that hangs past its timeout', async () => {

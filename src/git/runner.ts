@@ -73,6 +73,12 @@ export const GIT_OVERRIDES: readonly string[] = [
   // Objects AND refs: the store records the commit id once we return, so the
   // branch update must survive a power loss too [GIT-4][GIT-6].
   'core.fsync=committed,reference',
+  // And with fsync itself: `writeout-only` in the repository's config made git
+  // flush with sync_file_range, which survives no power loss (found by audit).
+  'core.fsyncMethod=fsync',
+  // History lists the files of every commit it follows, the root commit's too:
+  // with log.showRoot=false a record's first version vanished from its history.
+  'log.showRoot=true',
   'gc.auto=0',
   'maintenance.auto=false',
   'core.untrackedCache=false',

@@ -220,7 +220,10 @@ export async function diffVersions(
   if (!opened.ok) throw new KnowledgeError('E_UNAVAILABLE', `cannot read the vault's history: ${'reason' in opened.git ? opened.git.reason : opened.git.state}`);
   const paths = a.path === b.path ? [a.path] : [a.path, b.path];
   const r = await runner.run(
-    ['diff', '--no-ext-diff', '--no-textconv', '--no-color', '--src-prefix=a/', '--dst-prefix=b/', '-M', a.commit, b.commit, '--', ...paths],
+    // The same patch whatever the repository's diff settings and attributes say (`-diff`, diff.context,
+    // core.bigFileThreshold, diff.algorithm): text, three lines of context, git's default algorithm.
+    ['diff', '--no-ext-diff', '--no-textconv', '--no-color', '--text', '-U3', '--inter-hunk-context=0', '--diff-algorithm=myers', '--indent-heuristic',
+      '--src-prefix=a/', '--dst-prefix=b/', '-M', a.commit, b.commit, '--', ...paths],
     // UTF-8 paths in the headers as they are, not C-quoted octal escapes.
     { cwd: opened.repo.vault, env: { ...opened.repo.env, GIT_LITERAL_PATHSPECS: '1' }, extraConfig: ['core.quotePath=false'] },
   );
