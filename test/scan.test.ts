@@ -276,6 +276,30 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
   });
 
+  it('files a sparse checkout leaves out of the working tree are not deletions: kept, reported, nothing committed; back when it is disabled', () => {
+    put('private/one.md', record('sp1', 'One'));
+    put('private/sub/two.yaml', 'x: 1\n');
+    scan();
+    mkdirSync(join(vault, 'notes'));
+    writeFileSync(join(vault, 'notes/a.txt'), 'n\n');
+    userGit(sb, vault, ['add', 'notes']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'my notes']);
+    const tip = userGit(sb, vault, ['rev-parse', 'main']).trim();
+    userGit(sb, vault, ['sparse-checkout', 'set', '--cone', 'notes']);
+    expect(existsSync(join(vault, 'private/one.md'))).toBe(false);
+    const r = scan();
+    expect(r).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
+    expect(codes(r).filter((c) => c.startsWith('sparse-checkout')).sort()).toEqual(['sparse-checkout private/one.md', 'sparse-checkout private/sub/two.yaml']);
+    expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(tip);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+    const d = db();
+    expect(d.prepare('SELECT path FROM records WHERE id = ?').pluck().get('sp1')).toBe('private/one.md');
+    d.close();
+    userGit(sb, vault, ['sparse-checkout', 'disable']);
+    expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
+    expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(tip);
+  });
+
   it('removing a whole folder deletes its files in one checkpoint', () => {
     put('private/folder/a.md', record('fa', 'A'));
     put('private/folder/sub/b.md', record('fb', 'B'));

@@ -219,6 +219,24 @@ export async function readIndex(
   return { user: entries, conflicted, flags, filters };
 }
 
+/**
+ * Which of `paths` the user's index marks skip-worktree (a sparse checkout
+ * leaves them out of the working tree, and git counts them as present); null
+ * when git cannot say. One `ls-files`, no lock.
+ */
+export async function skipWorktreePaths(runner: GitRunner, vault: string, paths: string[]): Promise<Set<string> | null> {
+  if (paths.length === 0) return new Set();
+  const ls = await runner.run(['ls-files', '-v', '-z', ...pathspecArgs(paths)], { cwd: vault, env: { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' } });
+  if (ls.code !== 0) return null;
+  const out = new Set<string>();
+  const wanted = new Set(paths);
+  for (const rec of ls.stdout.toString('utf8').split('\0')) {
+    // "<tag> <path>": S is skip-worktree (s as well, with assume-unchanged).
+    if ((rec.startsWith('S ') || rec.startsWith('s ')) && wanted.has(rec.slice(2))) out.add(rec.slice(2));
+  }
+  return out;
+}
+
 const EMPTY_BLOB = {
   sha1: 'e69de29bb2d1d6434b8b29ae775ad8c2e48c5391',
   sha256: '473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813',

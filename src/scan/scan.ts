@@ -26,6 +26,7 @@ import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
 import { inspectLayout, recordsExecBit } from '../git/inspect.js';
+import { skipWorktreePaths } from '../git/index-sync.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 
@@ -122,6 +123,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     db.pragma(`synchronous = ${SYNC_NAMES[prevSync] ?? 'FULL'}`);
   }
   await settleExecChanges(store, runner, scanId, seen.read);
+  await keepSparseCheckout(store, runner, seen);
   const plan = planScan(seen.read, seen.missing);
   // A partition's baseline is the first scan that finds a file in it: a first scan of a partition whose
   // folder is missing, empty, or holds nothing it may read (a symbolic link, say) leaves it to a later one.
@@ -227,6 +229,26 @@ async function settleExecChanges(store: Store, runner: GitRunner, scanId: string
       }
     }
   })();
+}
+
+/**
+ * Recorded files a sparse checkout leaves out of the working tree [SCAN-1,
+ * GIT-10]: `git sparse-checkout` removes them from disk and marks them
+ * skip-worktree, and git still counts them as present. They are not
+ * deletions: each is kept as recorded (its record, its fingerprint, its path
+ * in the branch) and reported. Asked only when some recorded file is gone;
+ * when git cannot say, a gone file is a deletion, as before.
+ */
+async function keepSparseCheckout(store: Store, runner: GitRunner, seen: Observation): Promise<void> {
+  if (seen.missing.length === 0 || !(await runner.detect()).ok) return;
+  const repo = await inspectLayout(runner, store.paths.vault);
+  if (repo.kind === 'absent') return;
+  const skipped = await skipWorktreePaths(runner, store.paths.vault, seen.missing.map((m) => m.path));
+  if (skipped === null || skipped.size === 0) return;
+  seen.missing = seen.missing.filter((m) => !skipped.has(m.path));
+  for (const path of [...skipped].sort()) {
+    seen.diagnostics.push({ path, code: 'sparse-checkout', reason: 'left out of the working tree by the repository\'s sparse checkout (skip-worktree): not a deletion; what Knowledge recorded is kept' });
+  }
 }
 
 /** Whether the vault's repository records the executable bit; 'unknown' while git cannot be asked. */

@@ -32,6 +32,8 @@ export type DiagnosticCode =
   | 'invalid-name'
   /** A folder holding a `.git` of its own (a submodule, a clone): not scanned; what Knowledge recorded under it is kept. */
   | 'nested-repository'
+  /** A recorded file the repository's sparse checkout leaves out of the working tree (skip-worktree): kept as recorded. */
+  | 'sparse-checkout'
   /** A FIFO, socket or device named like a record. */
   | 'special-file'
   /** The file kept changing while it was read; the next scan picks it up. */
