@@ -145,7 +145,7 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
     expect(userGit(sb, vault, ['diff', '--cached', '--name-only']).trim().split('\n').sort()).toEqual(['.gitattributes', 'user.dat', 'user.txt']);
   });
 
-  it('filter sections are blanked however .git/config lays them out: two headers on a line, carriage returns, an include behind another header', () => {
+  it('filter sections are blanked however .git/config lays them out: two headers on a line, carriage returns, an include behind another header, a dotted section with a subsection', () => {
     const put = (name: string, title: string) => writeFileSync(join(sb.dir, name), `---\nkind: page\ntitle: ${title}\n---\nAbout ${title}.\n`);
     put('a.md', 'Alpha');
     expect(JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'a.md']).stdout).git.state).toBe('committed');
@@ -158,6 +158,7 @@ describe('[GIT-12] nothing of the user\'s configuration runs, and nothing is wri
       ['two', `[core] [filter "two"]\n\tclean = ${prog}\n`],
       ['cr', `[core]\r[filter "cr"]\r\tclean = ${prog}\n`],
       ['inc', `[core] [include]\n\tpath = ${included}\n`],
+      ['dot.sub', `[filter.dot "sub"]\n\tclean = ${prog}\n`],
     ];
     layouts.forEach(([name, text], i) => {
       writeFileSync(config, original + text);

@@ -90,6 +90,8 @@ describe('parseFilterSections', () => {
     // Several headers on one line: git reads every one.
     ['[core] [filter "evil"]\n\tclean = evil\n', ['evil']],
     ['[core]\tbare = false [filter "not-a-header"]\n', []],
+    // A dotted section with a subsection: git reads filter.a.b.clean, the driver `a.b` (found by review).
+    ['[filter.A "b"]\n\tclean = evil\n', ['a.b']],
   ])('%j -> %j', (text, want) => {
     expect([...(parseFilterSections(text) ?? ['<null>'])]).toEqual(want);
   });

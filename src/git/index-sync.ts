@@ -367,7 +367,8 @@ export function parseFilterSections(text: string): Set<string> | null {
   for (const { section, subsection } of sections) {
     const lower = section.toLowerCase();
     if (lower === 'filter' && subsection !== undefined) out.add(subsection);
-    else if (lower.startsWith('filter.') && subsection === undefined) out.add(lower.slice('filter.'.length));
+    // `[filter.old]` names the driver `old`; `[filter.a "b"]` is read by git as filter.a.b.*: the driver `a.b`.
+    else if (lower.startsWith('filter.')) out.add(lower.slice('filter.'.length) + (subsection === undefined ? '' : `.${subsection}`));
   }
   return out;
 }
