@@ -589,7 +589,7 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     const b = publish([{ id: 'rec-cfg', title: 'Config page', body: 'two', extra: 'revision: 1' }]);
     const before = cli(sb, ['history', '--store', 'st', 'rec-cfg', '--from', a.git.commit!, '--to', b.git.commit!]).stdout;
     expect(before).toContain('+two');
-    for (const [k, v] of [['log.showRoot', 'false'], ['diff.context', '0'], ['core.bigFileThreshold', '10'], ['diff.algorithm', 'patience'], ['diff.interHunkContext', '20']]) {
+    for (const [k, v] of [['log.showRoot', 'false'], ['diff.context', '0'], ['core.bigFileThreshold', '10'], ['diff.algorithm', 'patience'], ['diff.interHunkContext', '20'], ['diff.suppressBlankEmpty', 'true'], ['diff.orderFile', '/nonexistent']]) {
       userGit(sb, vault, ['config', k!, v!]);
     }
     writeFileSync(join(vault, '.git', 'info', 'attributes'), '*.md -diff\n');

@@ -79,6 +79,9 @@ export const GIT_OVERRIDES: readonly string[] = [
   // History lists the files of every commit it follows, the root commit's too:
   // with log.showRoot=false a record's first version vanished from its history.
   'log.showRoot=true',
+  // An order file that does not exist fails every diff and log that lists
+  // files; one that does reorders them. None: git's own order.
+  'diff.orderFile=/dev/null',
   'gc.auto=0',
   'maintenance.auto=false',
   'core.untrackedCache=false',
@@ -178,7 +181,9 @@ export class GitRunner {
       // protocol.ext.allow=always ran that command when history was read. The
       // first variable allows only the protocols it lists (none exists),
       // overriding every protocol.*.allow of the config; with the second, git
-      // does not even try the fetch ("lazy fetching disabled", git 2.39 here).
+      // does not even try the fetch ("lazy fetching disabled": 2.45.1 and the
+      // 2024 security releases, such as the 2.39.5 measured here). Older ones
+      // try, and stop at the transport.
       GIT_ALLOW_PROTOCOL: 'knowledge-none',
       GIT_NO_LAZY_FETCH: '1',
       // Knowledge never needs optional locks (status-style index refreshes).
@@ -347,7 +352,7 @@ export function classifyGitFailure(stderr: string, timedOut: boolean): { code: P
   if (s.includes('Permission denied') || s.includes('insufficient permission') || s.includes('Operation not permitted')) {
     return say('permission', 'git could not read or write the repository');
   }
-  if (s.includes('lazy fetching disabled')) {
+  if (s.includes('lazy fetching disabled') || /transport '[^']*' not allowed/.test(s)) {
     return say('git-error', 'the repository is a partial clone and lacks an object Knowledge needs; Knowledge never fetches (a `git fetch` of your own can fill it in)');
   }
   if (

@@ -220,12 +220,13 @@ export async function diffVersions(
   if (!opened.ok) throw new KnowledgeError('E_UNAVAILABLE', `cannot read the vault's history: ${'reason' in opened.git ? opened.git.reason : opened.git.state}`);
   const paths = a.path === b.path ? [a.path] : [a.path, b.path];
   const r = await runner.run(
-    // The same patch whatever the repository's diff settings and attributes say (`-diff`, diff.context,
-    // core.bigFileThreshold, diff.algorithm): text, three lines of context, git's default algorithm.
+    // The same patch whatever the repository's diff settings say (diff.context, diff.algorithm, diff.orderFile,
+    // diff.suppressBlankEmpty, core.bigFileThreshold) or a `-diff` attribute: text, three lines of context, git's
+    // default algorithm. (A `diff=<driver>` attribute's xfuncname can still change the text after `@@ … @@`.)
     ['diff', '--no-ext-diff', '--no-textconv', '--no-color', '--text', '-U3', '--inter-hunk-context=0', '--diff-algorithm=myers', '--indent-heuristic',
       '--src-prefix=a/', '--dst-prefix=b/', '-M', a.commit, b.commit, '--', ...paths],
     // UTF-8 paths in the headers as they are, not C-quoted octal escapes.
-    { cwd: opened.repo.vault, env: { ...opened.repo.env, GIT_LITERAL_PATHSPECS: '1' }, extraConfig: ['core.quotePath=false'] },
+    { cwd: opened.repo.vault, env: { ...opened.repo.env, GIT_LITERAL_PATHSPECS: '1' }, extraConfig: ['core.quotePath=false', 'diff.suppressBlankEmpty=false'] },
   );
   if (r.code !== 0) {
     const c = classifyGitFailure(r.stderr, r.timedOut);

@@ -174,7 +174,7 @@ export function stableReader(nodeFs: typeof fs, hash: typeof createHash): Stable
         exec: (after.mode & 0o100n) !== 0n,
       };
     }
-    // Missing on every attempt, or changing on every attempt.
+    // Changing on every attempt, unless the name went away after the last one.
     try {
       if (!nodeFs.lstatSync(abs, { throwIfNoEntry: false })) return { kind: 'vanished' };
     } catch {
