@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { initStore, openStore, type Store } from '../store/store.js';
 import { makeSandbox, writeFile, type GitSandbox } from '../git/test-sandbox.js';
-import { observe } from './observe.js';
+import { observe, recheckMissing } from './observe.js';
 import { endPrefetchWorkers } from './prefetch.js';
 import type { ScanProgress } from './types.js';
 
@@ -89,5 +89,28 @@ describe('[SCAN-4] folders whose digest matches are not compared file by file', 
     expect(third.read.map((f) => f.path)).toEqual(['private/pages/d3/n-3.md']);
     expect(third).toMatchObject({ unchanged: 90, foldersCompared: 1 });
     st.db.prepare('DELETE FROM scan_staging').run();
+  });
+});
+
+describe('[SCAN-1] files gone when read are looked for again, all together', () => {
+  it('a recorded file back is read as known; a new file back is read as new; a new file still gone is no deletion', () => {
+    sb = makeSandbox();
+    const vault = sb.dir;
+    writeFile(vault, 'private/known-back.md', 'k\n');
+    writeFile(vault, 'private/new-back.md', 'n\n');
+    const calls: Array<[string, boolean]> = [];
+    const missing = recheckMissing(
+      vault,
+      ['private/known-back.md', 'private/known-gone.md', 'private/blocked/x.md'],
+      ['private/new-back.md', 'private/new-gone.md'],
+      ['private/blocked'],
+      (path, wasKnown) => {
+        calls.push([path, wasKnown]);
+        return true;
+      },
+    );
+    // Only a recorded file that stays gone is missing (a deletion); what is under a blocked path is kept.
+    expect(missing).toEqual(['private/known-gone.md']);
+    expect(calls.sort()).toEqual([['private/known-back.md', true], ['private/new-back.md', false]]);
   });
 });

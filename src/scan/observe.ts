@@ -140,6 +140,8 @@ export function observe(
   };
 
   const unseen: string[] = [];
+  /** New files listed but gone when read (mid-save, say): looked for again with the recorded ones. */
+  const vanishedNew: string[] = [];
   const kept: Array<[string, number, string]> = [];
   const emptied: Array<[string, number]> = [];
   let foldersCompared = 0;
@@ -157,7 +159,12 @@ export function observe(
         continue;
       }
       clean = false;
-      if (readChanged(`${dir}/${f.name}`, k !== undefined, f.st.preread) && k !== undefined) k.seen = true;
+      const path = `${dir}/${f.name}`;
+      if (readChanged(path, k !== undefined, f.st.preread)) {
+        if (k !== undefined) k.seen = true;
+      } else if (k === undefined) {
+        vanishedNew.push(path);
+      }
     }
     for (const [name, e] of known.entries) {
       if (e.seen) continue;
@@ -184,7 +191,7 @@ export function observe(
           const folder = recordedHere.get(dir);
           if (folder === undefined) {
             // Nothing recorded here: every file is new.
-            for (const f of files) readChanged(`${dir}/${f.name}`, false, f.st.preread);
+            for (const f of files) if (!readChanged(`${dir}/${f.name}`, false, f.st.preread)) vanishedNew.push(`${dir}/${f.name}`);
             return;
           }
           const digest = folderDigest(files);
@@ -207,7 +214,7 @@ export function observe(
     if (listing && listing.prereads >= PREFETCH_MIN_FILES) endPrefetchWorkers();
   }
   keepFolderDigests(db, kept, emptied);
-  const missing = recheckMissing(vault, unseen, blocked, readChanged).map((path) => ({ path, sha256: '', recordId: null as string | null }));
+  const missing = recheckMissing(vault, unseen, vanishedNew, blocked, readChanged).map((path) => ({ path, sha256: '', recordId: null as string | null }));
   flushStage();
   if (missing.length > 0) {
     const recordIdOf = db.prepare('SELECT id FROM records WHERE path = @p UNION ALL SELECT id FROM scan_duplicate_rows WHERE path = @p LIMIT 1').pluck();
@@ -238,11 +245,22 @@ export function observe(
  * again — exact name in its folder (on a case-insensitive filesystem lstat
  * of "Foo.md" also finds "foo.md"), then the file — because an editor's save
  * may have had it renamed away or deleted for a moment; and again after
- * short pauses. Files at or under a blocked path are kept.
+ * short pauses. Files at or under a blocked path are kept. New files that
+ * were listed but gone when read are looked for the same way (one that is
+ * back is read, as new: the target of a move pairs with its source); those
+ * still gone are no one's deletion. All of them together: the reader itself
+ * does not wait for a gone file (read.ts).
  */
-function recheckMissing(vault: string, unseen: readonly string[], blocked: readonly string[], readChanged: (path: string, wasKnown: boolean) => boolean): string[] {
+export function recheckMissing(
+  vault: string,
+  unseen: readonly string[],
+  vanishedNew: readonly string[],
+  blocked: readonly string[],
+  readChanged: (path: string, wasKnown: boolean) => boolean,
+): string[] {
   const isBlocked = (path: string) => blocked.some((b) => path === b || path.startsWith(b + '/'));
-  let candidates = unseen.filter((p) => !isBlocked(p));
+  const isNew = new Set(vanishedNew);
+  let candidates = [...unseen.filter((p) => !isBlocked(p)), ...vanishedNew];
   for (const pause of MISSING_RECHECK_MS) {
     if (candidates.length === 0) break;
     if (pause > 0) sleepSync(pause);
@@ -260,10 +278,10 @@ function recheckMissing(vault: string, unseen: readonly string[], blocked: reado
         }
         listing.set(dir, names);
       }
-      if (names?.has(path.slice(slash + 1)) && readChanged(path, true)) continue;
+      if (names?.has(path.slice(slash + 1)) && readChanged(path, !isNew.has(path))) continue;
       still.push(path);
     }
     candidates = still;
   }
-  return candidates.sort();
+  return candidates.filter((p) => !isNew.has(p)).sort();
 }
