@@ -226,15 +226,10 @@ export async function readIndex(
  */
 export async function skipWorktreePaths(runner: GitRunner, vault: string, paths: string[]): Promise<Set<string> | null> {
   if (paths.length === 0) return new Set();
-  const ls = await runner.run(['ls-files', '-v', '-z', ...pathspecArgs(paths)], { cwd: vault, env: { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' } });
+  const ls = await runner.run(['ls-files', '-s', '-v', '-z', ...pathspecArgs(paths)], { cwd: vault, env: { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' } });
   if (ls.code !== 0) return null;
-  const out = new Set<string>();
-  const wanted = new Set(paths);
-  for (const rec of ls.stdout.toString('utf8').split('\0')) {
-    // "<tag> <path>": S is skip-worktree (s as well, with assume-unchanged).
-    if ((rec.startsWith('S ') || rec.startsWith('s ')) && wanted.has(rec.slice(2))) out.add(rec.slice(2));
-  }
-  return out;
+  const { flags } = parseLsFiles(ls.stdout, new Set(paths));
+  return new Set([...flags].filter(([, f]) => f.skipWorktree).map(([path]) => path));
 }
 
 const EMPTY_BLOB = {

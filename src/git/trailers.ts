@@ -56,21 +56,21 @@ export class Trailers {
 }
 
 const trimAscii = (s: string) => s.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
+/** Git's white space is ASCII's: a line of only these is blank. */
+const isBlank = (line: string) => /^[ \t\r]*$/.test(line);
 
 /** The trailers of a raw commit message (`git log --format=%B`), by git's default rules. */
 export function parseTrailers(message: string): Trailers {
   const out = new Trailers();
   const lines = message.split('\n');
-  // Git's white space is ASCII's: a line of only these is blank.
-  const blank = (line: string) => /^[ \t\r]*$/.test(line);
   // Trailing blank lines do not end the last paragraph.
   let end = lines.length;
-  while (end > 0 && blank(lines[end - 1]!)) end--;
+  while (end > 0 && isBlank(lines[end - 1]!)) end--;
   let start = end;
-  while (start > 0 && !blank(lines[start - 1]!)) start--;
+  while (start > 0 && !isBlank(lines[start - 1]!)) start--;
   // A message of one paragraph is all subject (blank lines before it are not a paragraph: git skips them).
   let first = 0;
-  while (first < end && blank(lines[first]!)) first++;
+  while (first < end && isBlank(lines[first]!)) first++;
   if (start <= first) return out;
   const block = lines.slice(start, end);
 
@@ -117,7 +117,7 @@ export function parseTrailers(message: string): Trailers {
 export function messageSubject(message: string): string {
   const lines = message.split('\n');
   let i = 0;
-  while (i < lines.length && /^[ \t\r]*$/.test(lines[i]!)) i++;
+  while (i < lines.length && isBlank(lines[i]!)) i++;
   const parts: string[] = [];
   for (; i < lines.length; i++) {
     const line = lines[i]!.replace(/[ \t\r]+$/, '');
