@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import { classifyGitFailure, type GitRunner } from '../git/runner.js';
 import { vaultEnv } from '../git/inspect.js';
-import { parseTrailers, Trailers } from '../git/trailers.js';
+import { COMMIT_MESSAGE_FORMAT, parseCommitMessages, Trailers } from '../git/trailers.js';
 import { queuedBytesSql } from './outbox.js';
 
 export type VerifyCode =
@@ -285,18 +285,12 @@ export async function verifyStore(store: Store, runner: GitRunner): Promise<Veri
   }
   report.tip = head.stdout.toString('utf8').trim();
 
-  const log = await runner.run(['log', '-z', '--topo-order', '--format=%H%x01%B', report.tip, '--'], { cwd: vault, env });
+  const log = await runner.run(['log', '-z', '--topo-order', COMMIT_MESSAGE_FORMAT, report.tip, '--'], { cwd: vault, env });
   if (log.code !== 0) return unreadable('reading the history', log.stderr, log.timedOut);
-  const order: string[] = [];
   // Trailers read by Knowledge from the raw message (git/trailers.ts): the repository's trailer.* config can blind git's %(trailers).
-  const trailers = new Map<string, Trailers>();
-  for (const rec of log.stdout.toString('utf8').split('\0')) {
-    const sep = rec.indexOf('\x01');
-    if (sep < 0) continue;
-    const commit = rec.slice(0, sep).trim();
-    order.push(commit);
-    trailers.set(commit, parseTrailers(rec.slice(sep + 1)));
-  }
+  const commits = parseCommitMessages(log.stdout.toString('utf8'));
+  const order = commits.map((c) => c.commit);
+  const trailers = new Map<string, Trailers>(commits.map((c) => [c.commit, c.trailers]));
   const reachable = new Set(order);
   const existing = await existingCommits(runner, vault, env, batches.filter((b) => b.commit && !reachable.has(b.commit)));
   if (!existing.ok) return unreadable('looking up commits', existing.stderr, existing.timedOut);

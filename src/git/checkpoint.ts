@@ -28,7 +28,7 @@ import { holdIndexLock, type HeldIndexLock } from './index-lock.js';
 import { refTransaction } from './ref-session.js';
 import { acquireImporter, type Importer } from './import-session.js';
 import { HISTORY_DIR } from '../store/layout.js';
-import { parseTrailers } from './trailers.js';
+import { COMMIT_MESSAGE_FORMAT, parseCommitMessages } from './trailers.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -541,8 +541,7 @@ async function findBatchCommits(
   // Nothing new on the branch since the store's last record: no earlier attempt can be there.
   if (lastKnown === tip) return { kind: 'none' };
   // The raw message, its trailers read by Knowledge (trailers.ts): the repository's trailer.* config can blind git's %(trailers).
-  const fmt = '--format=%H %P%x01%B';
-  const attempt = async (range: string[]) => runner.run(['log', '-z', fmt, ...range, '--'], { cwd: vault, env });
+  const attempt = async (range: string[]) => runner.run(['log', '-z', COMMIT_MESSAGE_FORMAT, ...range, '--'], { cwd: vault, env });
   let r = lastKnown ? await attempt([tip, `^${lastKnown}`]) : null;
   // An unknown lastKnownCommit (rewritten or collected history) falls back to a bounded search.
   if (!r || r.code !== 0) r = await attempt([`-n${REUSE_SEARCH_LIMIT + chainLength}`, tip]);
@@ -551,13 +550,10 @@ async function findBatchCommits(
     return { kind: 'error', code: c.code, reason: c.reason };
   }
   const commits = new Map<string, { commit: string; parent: string | null }>();
-  for (const rec of r.stdout.toString('utf8').split('\0')) {
-    const sep = rec.indexOf('\x01');
-    if (sep < 0) continue;
-    const [commit = '', parent] = rec.slice(0, sep).trim().split(' ');
-    for (const value of parseTrailers(rec.slice(sep + 1)).values('Knowledge-Batch')) {
+  for (const { commit, parents, trailers } of parseCommitMessages(r.stdout.toString('utf8'))) {
+    for (const value of trailers.values('Knowledge-Batch')) {
       // Newest first: keep the oldest commit of a value (a twin could only be someone's copy).
-      if (value !== '') commits.set(value, { commit, parent: parent ? parent : null });
+      if (value !== '') commits.set(value, { commit, parent: parents[0] ?? null });
     }
   }
   return commits.size > 0 ? { kind: 'found', commits } : { kind: 'none' };

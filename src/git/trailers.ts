@@ -126,3 +126,21 @@ export function messageSubject(message: string): string {
   }
   return parts.join(' ');
 }
+
+/** `git log -z` with this format prints, per commit, its id, its parents and its raw message. */
+export const COMMIT_MESSAGE_FORMAT = '--format=%H %P%x01%B';
+
+/**
+ * The commits of `git log -z COMMIT_MESSAGE_FORMAT`, in git's order, each with
+ * its trailers (the message itself may hold \x01: the first one ends the ids).
+ */
+export function parseCommitMessages(out: string): Array<{ commit: string; parents: string[]; trailers: Trailers }> {
+  const commits: Array<{ commit: string; parents: string[]; trailers: Trailers }> = [];
+  for (const rec of out.split('\0')) {
+    const sep = rec.indexOf('\x01');
+    if (sep < 0) continue;
+    const [commit = '', ...parents] = rec.slice(0, sep).trim().split(' ');
+    commits.push({ commit, parents: parents.filter(Boolean), trailers: parseTrailers(rec.slice(sep + 1)) });
+  }
+  return commits;
+}
