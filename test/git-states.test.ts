@@ -217,6 +217,61 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
   });
 });
 
+/**
+ * A git wrapper (KNOWLEDGE_GIT) that runs the user's `action` once, when
+ * Knowledge starts its fast-import: after the repository was inspected, while
+ * the checkpoint's commits are being built, as a user's git command racing
+ * with a checkpoint would.
+ */
+function racingGit(action: string): string {
+  const trigger = join(sb.dir, 'race-once');
+  const script = join(sb.dir, 'race-action.sh');
+  const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
+    .map(([k, v]) => `${k}='${v}'`).join(' ');
+  writeFileSync(script, `#!/bin/sh\ncd '${vault}' && env -i ${userEnv} sh -c '${action}' >/dev/null 2>&1\nexit 0\n`);
+  const wrapper = join(sb.dir, 'racing-git');
+  writeFileSync(wrapper, `#!/bin/sh\nfor a in "$@"; do\n  if [ "$a" = fast-import ] && [ -f '${trigger}' ]; then rm -f '${trigger}'; sh '${script}'; fi\ndone\nexec git "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  writeFileSync(trigger, '');
+  return wrapper;
+}
+
+describe('[GIT-10][GIT-18] the repository changing while a checkpoint is being built', () => {
+  it('a branch checked out meanwhile: the checkpoint goes to the branch HEAD names now, and nothing is left staged', () => {
+    const first = publish();
+    expect(first.git.state).toBe('committed');
+    const wrapper = racingGit('git checkout -q -b feature');
+    const p = publish({ KNOWLEDGE_GIT: wrapper });
+    expect(existsSync(join(sb.dir, 'race-once'))).toBe(false); // the user's command ran
+    expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' });
+    expect(git('symbolic-ref', 'HEAD').trim()).toBe('refs/heads/feature');
+    expect(git('rev-parse', 'refs/heads/feature').trim()).toBe(p.git.commit);
+    expect(git('rev-parse', 'refs/heads/main').trim()).toBe(first.git.commit); // not committed behind the user's back
+    expect(git('status', '--porcelain')).toBe(''); // nothing staged on the branch the user is on
+    expect(commitsOf(p.publicationId)).toHaveLength(1);
+  });
+
+  it('a merge started meanwhile: pending operation-in-progress, the merge untouched; once it is concluded, resume commits once', () => {
+    expect(publish().git.state).toBe('committed');
+    conflictingBranches();
+    const tip = git('rev-parse', 'HEAD').trim();
+    const wrapper = racingGit('git merge -q feature');
+    const p = publish({ KNOWLEDGE_GIT: wrapper });
+    expect(existsSync(join(sb.dir, 'race-once'))).toBe(false);
+    expect(existsSync(join(vault, '.git/MERGE_HEAD'))).toBe(true); // the user's merge stopped at its conflict
+    expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'pending', code: 'operation-in-progress' });
+    expect(git('rev-parse', 'refs/heads/main').trim()).toBe(tip); // the branch did not move under the merge
+    // Nothing of Knowledge's was staged into it (the publication's own file waits, untracked).
+    expect(git('status', '--porcelain').split('\n').filter((l) => l && !l.startsWith('?? '))).toEqual(['UU notes.md']);
+    writeFileSync(join(vault, 'notes.md'), 'merged\n');
+    git('add', 'notes.md');
+    git('commit', '-q', '--no-edit');
+    expect(JSON.parse(cli(sb, ['resume', '--store', 'st', p.publicationId, '--json']).stdout).git.state).toBe('committed');
+    expect(commitsOf(p.publicationId)).toHaveLength(1);
+    expect(git('status', '--porcelain')).toBe('');
+  });
+});
+
 describe('[GIT-18] the unmerged-entries probe across processes', () => {
   it('a new process skips it while the index is the one Knowledge left; a conflict the user makes is still caught', () => {
     expect(publish().git.state).toBe('committed'); // creates the repository and installs the index

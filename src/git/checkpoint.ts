@@ -18,7 +18,7 @@
 import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, type GitResult, type GitRunner } from './runner.js';
-import { checkUnmerged, inspectLayout, recordsExecBit, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
+import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
 import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, modesDependOnFileMode, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
@@ -295,6 +295,13 @@ export async function commitChain(
   const held = await holdIndexLock(repo.gitDir);
   if (!held.ok) return pend(held.code, held.reason);
   const gitDir = repo.gitDir;
+  // HEAD and the operation files may have changed while the chain was built; with
+  // the lock held they no longer can. Nothing moved yet, so the lock simply goes.
+  const changed = await recheckBeforeMove(runner, repo).catch((err: Error) => ({ code: 'git-error' as const, reason: err.message }));
+  if (changed) {
+    await held.lock.release();
+    return pend(changed.code, changed.reason);
+  }
   // Nobody else writes the index while we hold its lock: this is the index finishIndex will copy.
   const cleanBefore = await isKnownClean(gitDir, await indexIdentity(gitDir), vault);
 

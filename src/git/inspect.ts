@@ -270,6 +270,39 @@ export async function checkUnmerged(runner: GitRunner, vault: string): Promise<R
   return null;
 }
 
+/**
+ * What the inspection found, read again once Knowledge holds `index.lock`,
+ * just before the branch moves [GIT-10][GIT-18]. While the commits were
+ * being built the user may have switched branches, or started a merge or a
+ * rebase; the compare-and-swap guards the branch's value only, not which
+ * branch HEAD names nor the operation files. Every git command that changes
+ * those also writes the index, which our lock now keeps out. Null: still
+ * the same branch with nothing in progress.
+ */
+export async function recheckBeforeMove(
+  runner: GitRunner,
+  repo: Extract<RepoInspection, { kind: 'ready' }>,
+): Promise<{ code: PendingCode; reason: string } | null> {
+  const inProgress = await firstExisting(IN_PROGRESS.map((p) => join(repo.gitDir, p.name)));
+  if (inProgress >= 0) {
+    const p = IN_PROGRESS[inProgress]!;
+    return { code: 'operation-in-progress', reason: `${p.what} started while the checkpoint was being built (.git/${p.name}); finish or abort it, then retry` };
+  }
+  const headFile = await readHeadFile(repo.gitDir);
+  let ref: string;
+  if (headFile.kind === 'detached') return { code: 'detached-head', reason: 'HEAD was detached while the checkpoint was being built; check out a branch, then retry' };
+  if (headFile.kind === 'branch') ref = headFile.ref;
+  else {
+    const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: repo.workTree, env: vaultEnv(repo.workTree) });
+    if (sym.code === 1) return { code: 'detached-head', reason: 'HEAD was detached while the checkpoint was being built; check out a branch, then retry' };
+    if (sym.code !== 0) return classifyGitFailure(sym.stderr, sym.timedOut);
+    ref = sym.stdout.toString('utf8').trim();
+  }
+  // Another branch checked out meanwhile: the checkpoint is built again on the branch HEAD names now.
+  if (ref !== repo.branchRef) return { code: 'branch-moved', reason: `HEAD now names ${ref}, not ${repo.branchRef} (a branch was checked out meanwhile)` };
+  return null;
+}
+
 type HeadFile = { kind: 'branch'; ref: string } | { kind: 'detached' } | { kind: 'ask-git' };
 
 /** Read .git/HEAD as the files backend writes it; anything else is left to git. */
