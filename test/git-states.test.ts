@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, sta
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { storeSandbox, cli, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
 
 /**
  * Every repository problem of [GIT-18] reached through the CLI as a user
@@ -269,6 +270,69 @@ describe('[GIT-10][GIT-18] the repository changing while a checkpoint is being b
     expect(JSON.parse(cli(sb, ['resume', '--store', 'st', p.publicationId, '--json']).stdout).git.state).toBe('committed');
     expect(commitsOf(p.publicationId)).toHaveLength(1);
     expect(git('status', '--porcelain')).toBe('');
+  });
+});
+
+/** A git wrapper whose `update-index` fails while the file `flag` exists (a full disk, an OOM-killed git). */
+function failingIndexGit(flag: string): string {
+  const wrapper = join(sb.dir, 'failing-index-git');
+  writeFileSync(wrapper, `#!/bin/sh\nif [ -f '${flag}' ]; then for a in "$@"; do [ "$a" = update-index ] && { echo "fatal: simulated failure" >&2; exit 128; }; done; fi\nexec git "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  writeFileSync(flag, '');
+  return wrapper;
+}
+const tipPaths = () => git('ls-tree', '-r', '--name-only', 'HEAD').trim().split('\n');
+
+describe('[GIT-10] an index update that fails after the branch moved keeps index.lock until a later one succeeds', () => {
+  it('across processes: the user\'s commit in between is refused, not recorded with the checkpoint\'s files deleted', () => {
+    expect(publish().git.state).toBe('committed');
+    mkdirSync(join(vault, 'notes'));
+    writeFileSync(join(vault, 'notes/todo.txt'), 'mine\n');
+    git('add', 'notes/todo.txt'); // the user's own staged work
+    const flag = join(sb.dir, 'fail-index');
+    const p = publish({ KNOWLEDGE_GIT: failingIndexGit(flag) });
+    expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' }); // the branch moved
+    expect(readFileSync(join(vault, '.git/index.lock'), 'utf8')).toMatch(/^knowledge-index-lock /); // still held
+    const mine = userGitRaw(sb, vault, ['commit', '-q', '-m', 'my todo']);
+    expect(mine.status).not.toBe(0);
+    expect(mine.stderr).toMatch(/index\.lock/);
+    expect(git('rev-parse', 'HEAD').trim()).toBe(p.git.commit);
+    expect(tipPaths()).toContain(p.records[0]!.path);
+
+    // Git works again: the next Knowledge write (a new process) takes the lock over and updates the index.
+    rmSync(flag);
+    const next = publish();
+    expect(next.git.state).toBe('committed');
+    expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+    expect(git('status', '--porcelain')).toBe('A  notes/todo.txt\n'); // the user's staged work, exactly
+    git('commit', '-q', '-m', 'my todo');
+    expect(tipPaths()).toEqual(expect.arrayContaining([p.records[0]!.path, next.records[0]!.path, 'notes/todo.txt']));
+  });
+
+  it('in one process (a running service): its next write takes its own lock over and updates the index', async () => {
+    expect(publish().git.state).toBe('committed');
+    const flag = join(sb.dir, 'fail-index');
+    const svc = KnowledgeService.open(join(sb.dir, 'st'), { write: true, env: sb.env, git: { gitPath: failingIndexGit(flag) } });
+    try {
+      const page = (t: string) => `---\nkind: page\ntitle: ${t}\n---\nbody\n`;
+      const a = await svc.publish({ partition: 'private', actor: 'operator', records: [page('Service one')], evidence: [] });
+      await svc.settle();
+      expect(a.git.state).toBe('committed');
+      expect(existsSync(join(vault, '.git/index.lock'))).toBe(true);
+      // Still failing: the next checkpoint goes ahead under the same lock, which stays.
+      const b = await svc.publish({ partition: 'private', actor: 'operator', records: [page('Service two')], evidence: [] });
+      await svc.settle();
+      expect(b.git.state).toBe('committed');
+      expect(existsSync(join(vault, '.git/index.lock'))).toBe(true);
+      rmSync(flag);
+      const c = await svc.publish({ partition: 'private', actor: 'operator', records: [page('Service three')], evidence: [] });
+      await svc.settle();
+      expect(c.git.state).toBe('committed');
+      expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+      expect(git('status', '--porcelain')).toBe('');
+    } finally {
+      svc.close();
+    }
   });
 });
 

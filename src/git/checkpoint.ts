@@ -329,7 +329,8 @@ export async function commitChain(
     if (finished) throw new Error('finishIndex called twice');
     finished = true;
     if (!run) {
-      await held.lock.release();
+      // An earlier index update of this drain failed: the index is behind this move too.
+      await held.lock.abandon();
       return skippedIndex();
     }
     const out = await indexJobUnder(held.lock, runner, vault, job);
@@ -365,24 +366,27 @@ export async function runIndexJobLocked(runner: GitRunner, vault: string, gitDir
 /**
  * The index job on a copy of the user's index beside the lock we hold; the
  * new index goes into place before the lock is released. If it could not be
- * written, the lock is released and the job runs again at the next drain.
+ * written, the index is still behind the branch: the lock stays held (a
+ * user's git command fails with git's "index.lock exists" instead of
+ * committing the checkpoint's files as deleted) and the job runs again at
+ * the next drain, which takes the lock over [GIT-10].
  */
 async function indexJobUnder(lock: HeldIndexLock, runner: GitRunner, vault: string, job: IndexJob): Promise<IndexSyncOutcome> {
   try {
     const copied = await lock.copy();
     if (!copied.ok) {
-      await lock.release();
+      await lock.abandon();
       return { ok: false, code: 'git-error', reason: copied.reason };
     }
     const out = await runIndexJob(runner, vault, { ...job, indexFile: lock.temp });
     if (!out.ok) {
-      await lock.release();
+      await lock.abandon();
       return out;
     }
     await lock.install();
     return out;
   } catch (err) {
-    await lock.release();
+    await lock.abandon();
     return { ok: false, code: 'git-error', reason: `updating the index: ${(err as Error).message}` };
   }
 }

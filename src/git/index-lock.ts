@@ -19,7 +19,7 @@
  * the rename, a user could delete it by hand and a git command take it anew:
  * a window of one system call that no file operation can close.)
  */
-import { copyFile, link, open, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { copyFile, link, open, readFile, realpath, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
 
@@ -34,7 +34,18 @@ export interface HeldIndexLock {
   install(): Promise<void>;
   /** Release the lock without changing the index. */
   release(): Promise<void>;
+  /**
+   * Leave the lock in place, held for an index update that failed after the
+   * branch moved: the index is still behind the branch, and released now, a
+   * user's `git commit` would record the checkpoint's files as deleted. The
+   * next index update (this process's or, once it has ended, any Knowledge
+   * process's) takes it over like a killed process's lock.
+   */
+  abandon(): Promise<void>;
 }
+
+/** Locks this process left held for an index update still owed (`abandon`): its own, yet stale. */
+const abandoned = new Set<string>();
 
 export type IndexLockResult = { ok: true; lock: HeldIndexLock } | { ok: false; code: 'locked' | 'permission' | 'git-error'; reason: string };
 
@@ -59,6 +70,7 @@ export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
   const m = new RegExp(`^${MARKER} (\\d+) (\\S+)\\n$`).exec(text);
   if (!m) return false;
   const pid = Number(m[1]);
+  if (pid === process.pid) return text === markerText() && abandoned.has(await realpath(lockPath).catch(() => lockPath));
   return !processAlive(pid, m[2] === '-' ? null : m[2]!);
 }
 
@@ -140,6 +152,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       return { ok: false, code: lockFailureCode(e), reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
     }
   }
+  abandoned.delete(await realpath(lockPath).catch(() => lockPath));
   // Ours while we hold index.lock: a temp index, and git's lock on it, left by a killed run
   // (update-index would otherwise refuse that lock forever).
   await unlink(temp).catch(() => undefined);
@@ -177,6 +190,11 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
         }
       },
       release,
+      async abandon() {
+        await unlink(temp).catch(() => undefined);
+        const text = await readFile(lockPath, 'utf8').catch(() => null);
+        if (text === mine) abandoned.add(await realpath(lockPath).catch(() => lockPath));
+      },
     },
   };
 }
