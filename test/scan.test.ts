@@ -474,6 +474,41 @@ describe('[SCAN-1][GIT-10] edits the user committed in the vault\'s repository t
     expect(scan()).toMatchObject({ deleted: [], hashed: 0, git: null });
   });
 
+  it('a path the user commits while a scan is being committed keeps the user\'s version: the scan\'s older bytes are left out', () => {
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    put('private/a.md', record('a', 'A1'));
+    put('private/b.md', record('b', 'B1'));
+    expect(scan().git?.state).toBe('committed');
+    pastRacyWindowSync();
+    put('private/a.md', record('a', 'A2'));
+    put('private/b.md', record('b', 'B2'));
+    // The user's edit and commit of a.md lands after the scan read A2, as Knowledge starts committing.
+    const trigger = join(sb.dir, 'race-once');
+    const action = join(sb.dir, 'race.sh');
+    const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
+      .map(([k, v]) => `${k}='${v}'`).join(' ');
+    writeFileSync(join(sb.dir, 'a3.md'), record('a', 'A3 (the user\'s)'));
+    writeFileSync(action, `cd '${vault}' && cp '${sb.dir}/a3.md' private/a.md && env -i ${userEnv} git add private/a.md && env -i ${userEnv} git ${me.join(' ')} commit -q -m 'mine: a3'\n`);
+    const wrapper = join(sb.dir, 'racing-git');
+    writeFileSync(wrapper, `#!/bin/sh\nfor a in "$@"; do\n  if [ "$a" = fast-import ] && [ -f '${trigger}' ]; then rm -f '${trigger}'; sh '${action}' >/dev/null 2>&1; fi\ndone\nexec git "$@"\n`);
+    chmodSync(wrapper, 0o755);
+    writeFileSync(trigger, '');
+    const r = scan([], { KNOWLEDGE_GIT: wrapper });
+    expect(existsSync(trigger)).toBe(false); // the user's commit ran
+    expect(r).toMatchObject({ modified: ['private/a.md', 'private/b.md'], git: { state: 'committed' } });
+    // The checkpoint sits on the user's commit and holds only b: a.md is the user's A3, not reverted to A2.
+    expect(userGit(sb, vault, ['log', '--format=%s', '-2']).trim().split('\n')).toEqual([expect.stringMatching(/^External edits in private/), 'mine: a3']);
+    expect(nameStatus(r.git!.commit!)).toEqual(['M\tprivate/b.md']);
+    expect(userGit(sb, vault, ['show', 'main:private/a.md'])).toBe(record('a', 'A3 (the user\'s)'));
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe(''); // the user's index keeps A3 too
+    const v = cli(sb, ['verify', '--store', 'st', '--json']);
+    expect(v.code, v.stdout).toBe(0);
+    // The next scan reads a.md as it is now; the branch holds it, so nothing is committed.
+    const next = scan();
+    expect(next).toMatchObject({ modified: ['private/a.md'], git: null });
+    expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
+  });
+
   it('while an earlier checkpoint waits, the scan queues its own even when the tip holds its bytes (the earlier one may change them)', () => {
     userGit(sb, vault, ['init', '-q', '-b', 'main']);
     put('private/a.md', record('a', 'A1'));

@@ -27,6 +27,8 @@ export interface NewBatch {
   subject: string;
   createdAt: string;
   changes: BatchChange[];
+  /** A scan's: the branch tip it saw before reading (batches.observed_tip). */
+  observedTip?: string | null;
 }
 
 /** Queue a batch; call inside the acknowledging transaction. Returns its queue position. */
@@ -34,9 +36,9 @@ export function enqueueBatch(db: DB, b: NewBatch): number {
   let bytes = 0;
   for (const c of b.changes) bytes += c.bytes?.length ?? 0;
   const info = db
-    .prepare(`INSERT INTO batches(kind, ref_id, actor, subject, created_at, state, queued_bytes)
-              VALUES (?, ?, ?, ?, ?, 'queued', ?)`)
-    .run(b.kind, b.refId, b.actor, b.subject, b.createdAt, bytes);
+    .prepare(`INSERT INTO batches(kind, ref_id, actor, subject, created_at, state, queued_bytes, observed_tip)
+              VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)`)
+    .run(b.kind, b.refId, b.actor, b.subject, b.createdAt, bytes, b.observedTip ?? null);
   const batchId = Number(info.lastInsertRowid);
   const ins = db.prepare('INSERT INTO batch_files(batch_id, path, deleted, bytes, exec) VALUES (?, ?, ?, ?, ?)');
   // Knowledge's own installs are never executable (fsutil.ts writes 0644; attachments 0600).
@@ -76,7 +78,7 @@ export function clearUnqueuedStaging(db: DB): void {
 interface BatchRow {
   batch_id: number; kind: BatchKind; ref_id: string; actor: BatchActor; subject: string; created_at: string;
   state: 'queued' | 'committed'; commit_id: string | null; parent_commit: string | null; index_synced: number;
-  last_state: string | null; last_code: string | null; last_reason: string | null;
+  last_state: string | null; last_code: string | null; last_reason: string | null; observed_tip: string | null;
 }
 
 /** The receipt's view of a batch [GIT-14]. */
@@ -280,6 +282,7 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
       createdAt: row.created_at,
       subject: row.subject,
       changes: files.get(row.batch_id) ?? [],
+      observedTip: row.observed_tip,
     }));
   };
   // A user's own git command holds index.lock for some milliseconds, and a
@@ -386,7 +389,10 @@ function recordCommits(db: DB, outcome: Extract<ChainOutcome, { state: 'committe
   );
   const setFile = db.prepare('UPDATE batch_files SET bytes = NULL, blob_oid = ?, mode = ? WHERE batch_id = ? AND path = ?');
   const dropStaged = db.prepare("DELETE FROM scan_staging WHERE scan_id = (SELECT ref_id FROM batches WHERE batch_id = ? AND kind = 'scan')");
+  const dropFile = db.prepare('DELETE FROM batch_files WHERE batch_id = ? AND path = ?');
   db.transaction(() => {
+    // A scan's paths the user's own commits overtook are not part of its checkpoint.
+    for (const d of outcome.dropped) for (const path of d.paths) dropFile.run(d.batchId, path);
     outcome.commits.forEach((c, i) => {
       const changed = setBatch.run(c.commit, c.parent, now, c.batchId).changes;
       if (changed !== 1) throw new Error(`outbox batch ${c.batchId} is not queued any more`);

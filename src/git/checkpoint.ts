@@ -48,6 +48,8 @@ export type ChainOutcome =
       objectFormat: 'sha1' | 'sha256';
       /** The entries each batch committed (path -> mode + blob id, null = deleted), for records and the index. */
       steps: Step[];
+      /** Paths left out of a scan's checkpoint because the user's own commits overtook them (withoutOvertaken). */
+      dropped: ReadonlyArray<{ batchId: number; paths: readonly string[] }>;
       /**
        * Bring the user's index in line with these commits [GIT-10]. MUST be
        * called exactly once, after the commits are recorded: when the branch
@@ -208,8 +210,9 @@ export async function commitChain(
       reused.push({ batchId: b.batchId, commit: hit.commit, parent: hit.parent, reused: true });
     }
   }
-  const rest = batches.slice(reused.length);
+  let rest = batches.slice(reused.length);
   const known = new Map<string, ReadonlyMap<string, Entry>>();
+  const dropped: Array<{ batchId: number; paths: readonly string[] }> = [];
 
   // Entries of the reused commits, rebuilt in-process from their queued
   // bytes and the modes at their parent (the same rule that built them).
@@ -234,6 +237,12 @@ export async function commitChain(
       }
     }
     const reusedBatches = batches.slice(0, reused.length);
+    // The first commit was built without what the user had committed over (the same rule, from its parent).
+    const w = await withoutOvertaken(runner, vault, reusedBatches[0]!, firstParent, parentEntries);
+    if (w.dropped.length > 0) {
+      reusedBatches[0] = w.batch;
+      dropped.push({ batchId: w.batch.batchId, paths: w.dropped });
+    }
     const parentExec = executableOf(parentEntries);
     reusedSteps = stepsFor(reusedBatches, parentExec, await fileModeFor(runner, vault, reusedBatches, parentExec), fmt);
   }
@@ -245,13 +254,14 @@ export async function commitChain(
     }
     // Nothing moves now, but the branch moved in the attempt that was cut short: the
     // index job holds index.lock (taking over that attempt's) until the index follows.
-    const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps: [], known };
+    const job: IndexJob = { paths: pathsLeft(paths, dropped, batches), objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps: [], known };
     const gitDir = repo.gitDir;
     return {
       state: 'committed',
       commits: reused,
       objectFormat: fmt,
       steps: reusedSteps,
+      dropped,
       finishIndex: async (run = true) => (run ? runIndexJobLocked(runner, vault, gitDir, job) : skippedIndex()),
     };
   }
@@ -266,6 +276,13 @@ export async function commitChain(
     tipEntries = asked;
   }
   if (tip) known.set(tip, tipEntries);
+  if (reused.length === 0) {
+    const w = await withoutOvertaken(runner, vault, rest[0]!, tip, tipEntries);
+    if (w.dropped.length > 0) {
+      rest = [w.batch, ...rest.slice(1)];
+      dropped.push({ batchId: w.batch.batchId, paths: w.dropped });
+    }
+  }
   const executable = executableOf(tipEntries);
   const fileMode = await fileModeFor(runner, vault, rest, executable);
   // Each new commit's entries, from its own bytes (the index update uses them too).
@@ -323,7 +340,7 @@ export async function commitChain(
   }
   crashPoint('after-update-ref');
 
-  const job: IndexJob = { paths, objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known };
+  const job: IndexJob = { paths: pathsLeft(paths, dropped, batches), objectFormat: fmt, before, fromRoot, base: tip, reusedSteps, newSteps, known };
   let finished = false;
   const finishIndex = async (run = true): Promise<IndexSyncOutcome> => {
     if (finished) throw new Error('finishIndex called twice');
@@ -346,8 +363,49 @@ export async function commitChain(
     commits: [...reused, ...made],
     objectFormat: fmt,
     steps: [...reusedSteps, ...newSteps],
+    dropped,
     finishIndex,
   };
+}
+
+/**
+ * [GIT-10] A scan's observations that the user's own commits overtook. A
+ * scan queues the bytes it read; a path the user commits after the scan
+ * looked (the tip it saw first, `observedTip`) holds something newer, and
+ * the scan's older bytes committed on top would revert the user's commit
+ * (and move the user's index entry back with them). Such paths are left
+ * out of the scan's checkpoint; the next scan finds those files as they are
+ * then, and commits nothing for them while the branch holds them. Only the
+ * first batch of a chain can be such a scan: it was queued with nothing
+ * waiting before it (scan.ts), so every commit between the tip it saw and
+ * its parent is someone else's.
+ */
+async function withoutOvertaken(
+  runner: GitRunner,
+  vault: string,
+  batch: BatchForCommit,
+  parent: string | null,
+  parentEntries: ReadonlyMap<string, Entry>,
+): Promise<{ batch: BatchForCommit; dropped: string[] }> {
+  const seenTip = batch.kind === 'scan' ? batch.observedTip : null;
+  if (!seenTip || parent === null || parent === seenTip) return { batch, dropped: [] };
+  const paths = batch.changes.map((c) => c.path);
+  const seen = await readTreeEntries(runner, vault, seenTip, paths);
+  // The commit the scan saw is gone (a history rewritten and pruned): commit what it observed.
+  if (!seen.ok) return { batch, dropped: [] };
+  const same = (a: Entry | undefined, b: Entry | undefined) => a?.oid === b?.oid && a?.mode === b?.mode;
+  const dropped = paths.filter((p) => !same(seen.entries.get(p), parentEntries.get(p)));
+  if (dropped.length === 0) return { batch, dropped };
+  const drop = new Set(dropped);
+  return { batch: { ...batch, changes: batch.changes.filter((c) => !drop.has(c.path)) }, dropped };
+}
+
+/** The chain's paths without those left out of every batch that had them. */
+function pathsLeft(paths: readonly string[], dropped: ReadonlyArray<{ batchId: number; paths: readonly string[] }>, batches: readonly BatchForCommit[]): string[] {
+  if (dropped.length === 0) return [...paths];
+  const out = new Set<string>(dropped.flatMap((d) => d.paths));
+  for (const b of batches) if (!dropped.some((d) => d.batchId === b.batchId)) for (const c of b.changes) out.delete(c.path);
+  return paths.filter((p) => !out.has(p));
 }
 
 /**

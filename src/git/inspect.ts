@@ -262,6 +262,26 @@ async function readLooseRef(dotGit: string, ref: string): Promise<string | null>
   }
 }
 
+/**
+ * The tip of the branch the vault's HEAD names, read from the files alone
+ * (no git process): a loose ref, else `packed-refs`. Null when there is no
+ * such branch or the repository is laid out otherwise (a .git file, a
+ * symbolic HEAD, another ref backend): only a hint (scan.ts observedTip).
+ */
+export async function peekBranchTip(vault: string): Promise<string | null> {
+  const dotGit = join(vault, '.git');
+  const head = await readHeadFile(dotGit);
+  if (head.kind !== 'branch') return null;
+  const loose = await readLooseRef(dotGit, head.ref);
+  if (loose !== null) return loose;
+  const packed = await readFile(join(dotGit, 'packed-refs'), 'utf8').catch(() => '');
+  for (const line of packed.split('\n')) {
+    const m = /^([0-9a-f]{40}(?:[0-9a-f]{24})?) (\S+)$/.exec(line);
+    if (m && m[2] === head.ref) return m[1]!;
+  }
+  return null;
+}
+
 /** Unmerged index entries (an unresolved conflict, also without any operation file) [GIT-18]. */
 export async function checkUnmerged(runner: GitRunner, vault: string): Promise<RepoInspection | null> {
   const r = await runner.run(['ls-files', '-u', '-z'], { cwd: vault, env: vaultEnv(vault) });

@@ -69,6 +69,8 @@ export interface BatchForCommit {
   /** First line of the commit message. */
   subject: string;
   changes: BatchChange[];
+  /** A scan's: the branch tip it saw before reading any file (git/checkpoint.ts withoutOvertaken). */
+  observedTip?: string | null;
 }
 
 /** Blob ids (hex) of a batch's files, by path, known without reading their bytes (blob-preload.ts). */

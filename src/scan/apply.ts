@@ -33,6 +33,8 @@ export interface ApplyInput {
   plan: ScanPlan;
   /** False: the changes are recorded and indexed but no checkpoint is queued (the branch's tip already holds them: in-history.ts). */
   queue?: boolean;
+  /** The branch tip the scan saw before reading (batches.observed_tip). */
+  observedTip?: string | null;
   read: readonly ReadFile[];
   /** Completed here (diagnostics) and kept with the scan when it queues a checkpoint. */
   receipt: ScanReceipt;
@@ -71,6 +73,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
         subject: subjectFor(plan, a.baselined),
         createdAt: a.createdAt,
         changes: remove.map((path) => ({ path, bytes: null })),
+        observedTip: a.observedTip ?? null,
       });
       // The bytes we hashed are the bytes we commit [GIT-7]: the staged rows themselves, never re-read
       // (they stay in scan_staging until the checkpoint is recorded).

@@ -25,7 +25,7 @@ import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
 import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
-import { inspectLayout, recordsExecBit } from '../git/inspect.js';
+import { inspectLayout, peekBranchTip, recordsExecBit } from '../git/inspect.js';
 import { skipWorktreePaths } from '../git/index-sync.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
@@ -81,6 +81,12 @@ async function scanNow(store: Store, runner: GitRunner, opts: ScanOptions): Prom
   const waiting = (db.prepare("SELECT batch_id, kind, ref_id FROM batches WHERE state = 'queued' ORDER BY batch_id").all() as Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>)
     .filter((w) => canSeeBatch(store, opts.caller, w));
   await drainOutbox(store, runner);
+  // The tip the scan sees before it reads any file: a path the user commits after this is
+  // theirs, and the scan's older bytes must not be committed over it (git/checkpoint.ts
+  // withoutOvertaken). Only with nothing left waiting, so every later commit is someone else's.
+  const observedTip = db.prepare("SELECT 1 FROM batches WHERE state = 'queued' LIMIT 1").get() === undefined
+    ? await peekBranchTip(store.paths.vault)
+    : null;
 
   clearUnqueuedStaging(db); // leftovers of a killed scan
   const baselined = partitions.filter((p) => db.prepare('SELECT 1 FROM scan_partitions WHERE partition = ?').get(p) === undefined);
@@ -90,7 +96,7 @@ async function scanNow(store: Store, runner: GitRunner, opts: ScanOptions): Prom
   // its Git commit runs, not at the end of its commit (wal-checkpoint.ts).
   const checkpoints = deferCheckpoints(db, store.paths.database);
   try {
-    return await observeAndApply(store, runner, opts, { partitions, partitionDiags, scanId, createdAt, baselined, waiting, progress }, checkpoints.copyInBackground);
+    return await observeAndApply(store, runner, opts, { partitions, partitionDiags, scanId, createdAt, baselined, waiting, progress, observedTip }, checkpoints.copyInBackground);
   } finally {
     await checkpoints.end();
   }
@@ -104,11 +110,12 @@ interface ScanStart {
   baselined: PartitionId[];
   waiting: Array<{ batch_id: number; kind: RetriedCheckpoint['kind']; ref_id: string }>;
   progress: ScanProgress;
+  observedTip: string | null;
 }
 
 async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOptions, start: ScanStart, applied: () => void): Promise<ScanReceipt> {
   const db = store.db;
-  const { partitions, partitionDiags, scanId, createdAt, baselined, waiting, progress } = start;
+  const { partitions, partitionDiags, scanId, createdAt, baselined, waiting, progress, observedTip } = start;
   // Staged bytes need no fsync of their own: a killed scan is simply redone.
   // The applying transaction runs with the store's own setting again.
   const prevSync = db.pragma('synchronous', { simple: true }) as number;
@@ -174,6 +181,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
       notBaselined,
       plan,
       queue: !inBranchTip,
+      observedTip,
       read: seen.read,
       receipt,
       diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags, opts.caller),
