@@ -4,8 +4,8 @@
  * the core service as the operator and as agents, and through the CLI.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeFileSync, appendFileSync, mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync, appendFileSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
@@ -534,6 +534,29 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     publish([{ id: 'rec-h', title: 'Evolving', body: 'fourth body' }]);
     const back = await reader().recordHistory(OP, 'rec-h');
     expect(back.versions.map((v) => v.revision)).toEqual([4, 3, 2, 1]);
+  });
+
+  it('a deleted record restored by hand keeps its earlier versions, though Git takes the restored file for a copy of a look-alike record', async () => {
+    const note = (id: string, title: string, body: string) => `---\nformat: knowledge-record-v1\nid: ${id}\nrevision: 1\nkind: page\ntitle: ${title}\nrecorded_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\nscope: private\nlifecycle: active\n---\n${body}\n`;
+    const a = join(vault, 'private/a.md');
+    mkdirSync(dirname(a), { recursive: true });
+    writeFileSync(a, note('ida', 'Note A', 'alpha text'));
+    writeFileSync(join(vault, 'private/b.md'), note('idb', 'Note B', 'beta text'));
+    const scanned = () => JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout) as { git: { commit: string } | null };
+    const base = scanned();
+    writeFileSync(a, note('ida', 'Note A', 'alpha text edited'));
+    const edit = scanned();
+    const kept = join(sb.dir, 'a-kept.md');
+    renameSync(a, kept); // to the trash
+    scanned();
+    renameSync(kept, a); // and back
+    const back = scanned();
+    // What made the old history stop: Git's --follow reads the restored file as a copy of b.md.
+    expect(userGit(sb, vault, ['log', '--follow', '--name-status', '--format=', '--', 'private/a.md'])).toMatch(/^C\d+\tprivate\/b\.md\tprivate\/a\.md/m);
+    const h = await reader().recordHistory(OP, 'ida');
+    expect(h.versions.map((v) => v.commit)).toEqual([back.git!.commit, edit.git!.commit, base.git!.commit]);
+    expect(h.versions.every((v) => v.path === 'private/a.md')).toBe(true);
+    expect((await reader().recordHistory(OP, 'idb')).versions.map((v) => v.commit)).toEqual([base.git!.commit]);
   });
 
   it('a record whose file still exists is never taken for deleted: edited into invalid YAML, or its id now claimed twice', async () => {

@@ -88,10 +88,12 @@ export function queuedVersions(db: DB, path: string): number {
 /**
  * Every committed version of the record at `path`, newest first, following
  * renames (`git log --follow`). Git's rename detection guesses by
- * similarity, and may cross into another file: the history ends at the
- * first version that is not this record's — one whose frontmatter names
- * another id, or names none (a broken file) at a path other than the
- * version after it — and at the first version in a partition `mayRead`
+ * similarity, and may cross into another file: a version that is not this
+ * record's — one whose frontmatter names another id, or names none (a
+ * broken file) at a path other than the version after it — is not listed,
+ * and the history goes on at the record's own path before the commit where
+ * Git's guess went astray (a deleted record restored by hand, taken for a
+ * copy of a look-alike record). It ends at the first version in a partition `mayRead`
  * refuses (a record moved out of a conversation the caller cannot read
  * keeps that conversation's versions to itself) [SURF-3].
  */
@@ -124,7 +126,16 @@ export async function readHistory(
     if ('state' in segment) return { ...base, versions: [], git: segment };
     versions.push(...segment.versions);
     const oldest = segment.versions[segment.versions.length - 1];
-    if (!segment.complete || !oldest || !oldest.added || !oldest.scanId || !oldest.parent) break;
+    if (!oldest?.parent) break;
+    if (segment.crossed) {
+      // Git took the oldest version for a copy or rename of another file (a deleted record
+      // restored, next to a record written from the same template): the record's own earlier
+      // versions are at its path, before that commit.
+      from = oldest.parent;
+      path = oldest.path;
+      continue;
+    }
+    if (!segment.complete || !oldest.added || !oldest.scanId) break;
     const before = renamedFrom.get(oldest.scanId, oldest.path) as string | null | undefined;
     if (typeof before !== 'string') break;
     from = oldest.parent;
@@ -141,7 +152,8 @@ type SegmentVersion = RecordVersion & { added: boolean };
 /**
  * The versions `git log --follow` lists for `path` from commit `from`, newest
  * first, cut where they stop being this record's (see readHistory).
- * `complete`: the log ran out rather than being cut.
+ * `complete`: the log ran out rather than being cut; `crossed`: cut where
+ * Git's guess went on into another file.
  */
 async function readSegment(
   runner: GitRunner,
@@ -150,7 +162,7 @@ async function readSegment(
   path: string,
   id: string,
   mayRead: (path: string) => boolean,
-): Promise<{ versions: SegmentVersion[]; complete: boolean } | HistoryGit> {
+): Promise<{ versions: SegmentVersion[]; complete: boolean; crossed?: boolean } | HistoryGit> {
   const log = await runner.run(
     ['log', '-z', '--follow', '--name-status', '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
     { cwd: repo.vault, env: { ...repo.env, GIT_LITERAL_PATHSPECS: '1' } },
@@ -178,7 +190,7 @@ async function readSegment(
     if (!obj?.found) continue; // not a version of the file (e.g. a merge listing)
     if (!mayRead(e.path)) return { versions, complete: false };
     const facts = versionFacts(obj.bytes);
-    if (facts.id !== null ? facts.id !== id : e.path !== newer) return { versions, complete: false };
+    if (facts.id !== null ? facts.id !== id : e.path !== newer) return { versions, complete: false, crossed: true };
     newer = e.path;
     const v: SegmentVersion = {
       commit: e.commit,
