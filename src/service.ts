@@ -396,7 +396,10 @@ export class KnowledgeService {
       actor: r.actor,
       git: r.status === 'acknowledged'
         ? batchGitState(this.store.db, r.batch_id)
-        : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
+        : r.status === 'journaled' && !r.failure
+          // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
+          ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not installed yet: the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
+          : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
       detail: { partition: r.partition, status: r.status },
     })).concat(attachmentActivity(this.store.db, limit), scanActivity(this.store.db, limit))
       .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))

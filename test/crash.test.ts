@@ -52,6 +52,17 @@ describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly o
     });
   }
 
+  it('a journaled publication, cut short before its install, is listed as waiting (not a Git error), and resume finishes it', () => {
+    const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'after-journal' } });
+    expect(killed.code).toBeNull();
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string; git: { state: string; code?: string; reason?: string } }>;
+    expect(act).toHaveLength(2); // newest first: the cut-short one, then the earlier publication
+    expect(act[0]!.git).toMatchObject({ state: 'pending', code: 'waiting', reason: expect.stringMatching(new RegExp(`^journaled, not installed yet: .*knowledge resume ${act[0]!.id}`)) });
+    const resumed = cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout).git.state).toBe('committed');
+  });
+
   it('a journaled publication is finished by the next writer that opens the store', () => {
     const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'mid-install' } });
     expect(killed.code).toBeNull();
