@@ -509,6 +509,24 @@ describe('[SCAN-1][GIT-10] edits the user committed in the vault\'s repository t
     expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
   });
 
+  it('bytes the user staged and committed after the scan looked, while the file kept changing, do not hide the scan\'s newer bytes', () => {
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    put('private/a.md', record('a', 'A1'));
+    expect(scan().git?.state).toBe('committed');
+    pastRacyWindowSync();
+    put('private/a.md', record('a', 'A1.5'));
+    userGit(sb, vault, ['add', 'private/a.md']); // staged, as with git add -p
+    put('private/a.md', record('a', 'A2')); // and the editing goes on
+    expect(scan([], NO_GIT)).toMatchObject({ modified: ['private/a.md'], git: { state: 'unavailable' } }); // A2 waits
+    userGit(sb, vault, [...me, 'commit', '-q', '-m', 'mine: staged a1.5']);
+    const r = scan();
+    expect(r.retried.map((x) => x.git.state)).toEqual(['committed']);
+    expect(userGit(sb, vault, ['log', '--format=%s', '-2']).trim().split('\n')).toEqual([expect.stringMatching(/^External edits in private/), 'mine: staged a1.5']);
+    expect(userGit(sb, vault, ['show', 'main:private/a.md'])).toBe(record('a', 'A2')); // the newest version is committed
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
+    expect(scan()).toMatchObject({ modified: [], hashed: 0, git: null });
+  });
+
   it('while an earlier checkpoint waits, the scan queues its own even when the tip holds its bytes (the earlier one may change them)', () => {
     userGit(sb, vault, ['init', '-q', '-b', 'main']);
     put('private/a.md', record('a', 'A1'));

@@ -237,14 +237,16 @@ export async function commitChain(
       }
     }
     const reusedBatches = batches.slice(0, reused.length);
-    // The first commit was built without what the user had committed over (the same rule, from its parent).
-    const w = await withoutOvertaken(runner, vault, reusedBatches[0]!, firstParent, parentEntries);
-    if (w.dropped.length > 0) {
-      reusedBatches[0] = w.batch;
-      dropped.push({ batchId: w.batch.batchId, paths: w.dropped });
-    }
     const parentExec = executableOf(parentEntries);
     reusedSteps = stepsFor(reusedBatches, parentExec, await fileModeFor(runner, vault, reusedBatches, parentExec), fmt);
+    // What the cut-short attempt left out of a scan's commit (withoutOvertaken) is read from that commit itself.
+    const left = await leftOutOf(runner, vault, reusedBatches[0]!, reused[0]!, reusedSteps[0]!);
+    if (left.length > 0) {
+      const step = new Map(reusedSteps[0]!);
+      for (const p of left) step.delete(p);
+      reusedSteps = [step, ...reusedSteps.slice(1)];
+      dropped.push({ batchId: reused[0]!.batchId, paths: left });
+    }
   }
   if (rest.length === 0) {
     if (tip) {
@@ -277,7 +279,7 @@ export async function commitChain(
   }
   if (tip) known.set(tip, tipEntries);
   if (reused.length === 0) {
-    const w = await withoutOvertaken(runner, vault, rest[0]!, tip, tipEntries);
+    const w = await withoutOvertaken(runner, vault, rest[0]!, tip, tipEntries, fmt);
     if (w.dropped.length > 0) {
       rest = [w.batch, ...rest.slice(1)];
       dropped.push({ batchId: w.batch.batchId, paths: w.dropped });
@@ -315,8 +317,10 @@ export async function commitChain(
   // HEAD and the operation files may have changed while the chain was built; with
   // the lock held they no longer can. Nothing moved yet, so the lock simply goes.
   const changed = await recheckBeforeMove(runner, repo).catch((err: Error) => ({ code: 'git-error' as const, reason: err.message }));
+  // A lock taken over may cover an index still behind the branch: it stays held then (abandon).
+  const letGo = () => (held.lock.tookOver ? held.lock.abandon() : held.lock.release());
   if (changed) {
-    await held.lock.release();
+    await letGo();
     return pend(changed.code, changed.reason);
   }
   // Nobody else writes the index while we hold its lock: this is the index finishIndex will copy.
@@ -331,11 +335,11 @@ export async function commitChain(
   try {
     up = await refTransaction(runner, vault, env, 'knowledge: checkpoint', tx);
   } catch (err) {
-    await held.lock.release();
+    await letGo();
     throw err;
   }
   if (up.code !== 0) {
-    await held.lock.release();
+    await letGo();
     return failed(runner, up);
   }
   crashPoint('after-update-ref');
@@ -370,15 +374,18 @@ export async function commitChain(
 
 /**
  * [GIT-10] A scan's observations that the user's own commits overtook. A
- * scan queues the bytes it read; a path the user commits after the scan
- * looked (the tip it saw first, `observedTip`) holds something newer, and
- * the scan's older bytes committed on top would revert the user's commit
- * (and move the user's index entry back with them). Such paths are left
- * out of the scan's checkpoint; the next scan finds those files as they are
- * then, and commits nothing for them while the branch holds them. Only the
- * first batch of a chain can be such a scan: it was queued with nothing
- * waiting before it (scan.ts), so every commit between the tip it saw and
- * its parent is someone else's.
+ * scan queues the bytes it read; when the user commits one of those paths
+ * after the scan looked (the tip it saw first, `observedTip`) and the file
+ * on disk is still what they committed, the scan's bytes are older, and
+ * committed on top they would revert the user's commit (and move the user's
+ * index entry back with them). Such paths are left out of the scan's
+ * checkpoint; the next scan finds the file as the user committed it and
+ * commits nothing for it while the branch holds it. Where the disk holds
+ * something else (the user committed staged bytes and kept editing, say),
+ * the scan's bytes may well be the newer ones and are committed as usual.
+ * Only the first batch of a chain can be such a scan: it was queued with
+ * nothing waiting before it (scan.ts), so every commit between the tip it
+ * saw and its parent is someone else's.
  */
 async function withoutOvertaken(
   runner: GitRunner,
@@ -386,18 +393,52 @@ async function withoutOvertaken(
   batch: BatchForCommit,
   parent: string | null,
   parentEntries: ReadonlyMap<string, Entry>,
+  fmt: 'sha1' | 'sha256',
 ): Promise<{ batch: BatchForCommit; dropped: string[] }> {
-  const seenTip = batch.kind === 'scan' ? batch.observedTip : null;
-  if (!seenTip || parent === null || parent === seenTip) return { batch, dropped: [] };
+  if (!mayBeOvertaken(batch, parent)) return { batch, dropped: [] };
   const paths = batch.changes.map((c) => c.path);
-  const seen = await readTreeEntries(runner, vault, seenTip, paths);
+  const seen = await readTreeEntries(runner, vault, batch.observedTip!, paths);
   // The commit the scan saw is gone (a history rewritten and pruned): commit what it observed.
   if (!seen.ok) return { batch, dropped: [] };
   const same = (a: Entry | undefined, b: Entry | undefined) => a?.oid === b?.oid && a?.mode === b?.mode;
-  const dropped = paths.filter((p) => !same(seen.entries.get(p), parentEntries.get(p)));
+  const dropped: string[] = [];
+  for (const p of paths) {
+    const now = parentEntries.get(p);
+    if (!same(seen.entries.get(p), now) && (await diskHolds(vault, p, now, fmt))) dropped.push(p);
+  }
   if (dropped.length === 0) return { batch, dropped };
   const drop = new Set(dropped);
   return { batch: { ...batch, changes: batch.changes.filter((c) => !drop.has(c.path)) }, dropped };
+}
+
+function mayBeOvertaken(batch: BatchForCommit, parent: string | null): boolean {
+  return batch.kind === 'scan' && !!batch.observedTip && parent !== null && parent !== batch.observedTip;
+}
+
+/** Whether the working file at `path` is what `entry` names (absent where it names nothing). */
+async function diskHolds(vault: string, path: string, entry: Entry | undefined, fmt: 'sha1' | 'sha256'): Promise<boolean> {
+  let bytes: Buffer;
+  try {
+    if (!(await lstat(join(vault, path))).isFile()) return false;
+    bytes = await readFile(join(vault, path));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return (code === 'ENOENT' || code === 'ENOTDIR') && entry === undefined;
+  }
+  return entry !== undefined && blobId(bytes, fmt) === entry.oid;
+}
+
+/**
+ * The paths a cut-short attempt left out of a scan's commit (withoutOvertaken
+ * decided from the disk as it was then): those whose entry in that commit
+ * is not what the scan's bytes would have made.
+ */
+async function leftOutOf(runner: GitRunner, vault: string, batch: BatchForCommit, made: ChainCommit, step: Step): Promise<string[]> {
+  if (!mayBeOvertaken(batch, made.parent)) return [];
+  const paths = [...step.keys()];
+  const there = await readTreeEntries(runner, vault, made.commit, paths);
+  if (!there.ok) return [];
+  return paths.filter((p) => there.entries.get(p)?.oid !== step.get(p)?.oid);
 }
 
 /** The chain's paths without those left out of every batch that had them. */

@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { GitRunner } from './runner.js';
 import { commitBatch } from './checkpoint.js';
-import { clearOwnStaleLock, holdIndexLock } from './index-lock.js';
+import { clearOwnStaleLock, holdIndexLock, isOwnStaleLock } from './index-lock.js';
 import { makeBatch, makeSandbox, ugit, userRepo, type GitSandbox } from './test-sandbox.js';
 
 let sb: GitSandbox | undefined;
@@ -57,6 +57,26 @@ describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', (
     const out = await commitBatch(runner, vault, makeBatch({ changes: [{ path: 'a.md', bytes: Buffer.from('a\n') }] }));
     expect(out).toMatchObject({ state: 'pending', code: 'locked' });
     expect(readFileSync(lock, 'utf8')).toBe('');
+  });
+
+  it('a lock left by a killed process whose pid this process was given again (a restarted container) is stale; its own held lock is not', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const lockPath = join(gitDir, 'index.lock');
+    writeFileSync(lockPath, `knowledge-index-lock ${process.pid} 1\n`); // this pid, another start time
+    expect(await isOwnStaleLock(lockPath)).toBe(true);
+    const held = await holdIndexLock(gitDir);
+    expect(held.ok && held.lock.tookOver).toBe(true);
+    if (!held.ok) return;
+    expect(await isOwnStaleLock(lockPath)).toBe(false); // held now, by this very process
+    await held.lock.abandon(); // an index update still owed: stale for this process's next update only
+    expect(existsSync(lockPath)).toBe(true);
+    expect(await isOwnStaleLock(lockPath)).toBe(true);
+    const again = await holdIndexLock(gitDir);
+    expect(again.ok).toBe(true);
+    if (again.ok) await again.lock.release();
+    expect(existsSync(lockPath)).toBe(false);
   });
 
   it('a checkpoint after a killed holder commits and leaves the index clean', async () => {

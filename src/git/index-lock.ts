@@ -35,6 +35,12 @@ export interface HeldIndexLock {
   /** Release the lock without changing the index. */
   release(): Promise<void>;
   /**
+   * Whether this lock was taken over from a killed process or from an index
+   * update this process still owes: the index may be behind the branch, so
+   * the lock must not simply be released (`abandon`).
+   */
+  readonly tookOver: boolean;
+  /**
    * Leave the lock in place, held for an index update that failed after the
    * branch moved: the index is still behind the branch, and released now, a
    * user's `git commit` would record the checkpoint's files as deleted. The
@@ -70,7 +76,9 @@ export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
   const m = new RegExp(`^${MARKER} (\\d+) (\\S+)\\n$`).exec(text);
   if (!m) return false;
   const pid = Number(m[1]);
-  if (pid === process.pid) return text === markerText() && abandoned.has(await realpath(lockPath).catch(() => lockPath));
+  // This very process (same pid and start time): stale only where it left the lock for an update still owed.
+  // The same pid with another start time is a killed process whose pid this one was given again.
+  if (text === markerText()) return abandoned.has(await realpath(lockPath).catch(() => lockPath));
   return !processAlive(pid, m[2] === '-' ? null : m[2]!);
 }
 
@@ -134,6 +142,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
   const lockPath = join(gitDir, 'index.lock');
   const indexPath = join(gitDir, 'index');
   const temp = join(gitDir, 'knowledge-index.tmp');
+  let tookOver = false;
   try {
     await createWithMarker(gitDir, lockPath);
   } catch (err) {
@@ -146,6 +155,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     // before the index followed: taken over in one rename, never removed
     // first, so no git command of the user's can take the lock in between
     // and read that old index against the new tip.
+    tookOver = true;
     try {
       await takeOver(gitDir, lockPath);
     } catch (e) {
@@ -184,12 +194,12 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
           await rename(temp, indexPath);
         } catch (err) {
           // No new index was written (nothing to change): keep the user's.
-          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-        } finally {
-          await release();
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; // the caller abandons the lock
         }
+        await release();
       },
       release,
+      tookOver,
       async abandon() {
         await unlink(temp).catch(() => undefined);
         const text = await readFile(lockPath, 'utf8').catch(() => null);
