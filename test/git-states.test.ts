@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { storeSandbox, cli, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 
 /**
@@ -218,32 +218,13 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
   });
 });
 
-/**
- * A git wrapper (KNOWLEDGE_GIT) that runs the user's `action` once, when
- * Knowledge starts its fast-import: after the repository was inspected, while
- * the checkpoint's commits are being built, as a user's git command racing
- * with a checkpoint would.
- */
-function racingGit(action: string): string {
-  const trigger = join(sb.dir, 'race-once');
-  const script = join(sb.dir, 'race-action.sh');
-  const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
-    .map(([k, v]) => `${k}='${v}'`).join(' ');
-  writeFileSync(script, `#!/bin/sh\ncd '${vault}' && env -i ${userEnv} sh -c '${action}' >/dev/null 2>&1\nexit 0\n`);
-  const wrapper = join(sb.dir, 'racing-git');
-  writeFileSync(wrapper, `#!/bin/sh\nfor a in "$@"; do\n  if [ "$a" = fast-import ] && [ -f '${trigger}' ]; then rm -f '${trigger}'; sh '${script}'; fi\ndone\nexec git "$@"\n`);
-  chmodSync(wrapper, 0o755);
-  writeFileSync(trigger, '');
-  return wrapper;
-}
-
 describe('[GIT-10][GIT-18] the repository changing while a checkpoint is being built', () => {
   it('a branch checked out meanwhile: the checkpoint goes to the branch HEAD names now, and nothing is left staged', () => {
     const first = publish();
     expect(first.git.state).toBe('committed');
-    const wrapper = racingGit('git checkout -q -b feature');
-    const p = publish({ KNOWLEDGE_GIT: wrapper });
-    expect(existsSync(join(sb.dir, 'race-once'))).toBe(false); // the user's command ran
+    const race = racingGit(sb, vault, 'git checkout -q -b feature');
+    const p = publish({ KNOWLEDGE_GIT: race.wrapper });
+    expect(race.ran()).toBe(true); // the user's command ran
     expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' });
     expect(git('symbolic-ref', 'HEAD').trim()).toBe('refs/heads/feature');
     expect(git('rev-parse', 'refs/heads/feature').trim()).toBe(p.git.commit);
@@ -256,9 +237,9 @@ describe('[GIT-10][GIT-18] the repository changing while a checkpoint is being b
     expect(publish().git.state).toBe('committed');
     conflictingBranches();
     const tip = git('rev-parse', 'HEAD').trim();
-    const wrapper = racingGit('git merge -q feature');
-    const p = publish({ KNOWLEDGE_GIT: wrapper });
-    expect(existsSync(join(sb.dir, 'race-once'))).toBe(false);
+    const race = racingGit(sb, vault, 'git merge -q feature');
+    const p = publish({ KNOWLEDGE_GIT: race.wrapper });
+    expect(race.ran()).toBe(true);
     expect(existsSync(join(vault, '.git/MERGE_HEAD'))).toBe(true); // the user's merge stopped at its conflict
     expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'pending', code: 'operation-in-progress' });
     expect(git('rev-parse', 'refs/heads/main').trim()).toBe(tip); // the branch did not move under the merge

@@ -1,4 +1,4 @@
-import { mkdtempSync, mkdirSync, rmSync, realpathSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, mkdirSync, rmSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
@@ -85,4 +85,30 @@ export function storeSandbox(): { sb: Sandbox; vault: string } {
   const r = cli(sb, ['init', 'st']);
   if (r.code !== 0) throw new Error(`knowledge init failed: ${r.stderr}`);
   return { sb, vault: join(sb.dir, 'st', 'vault') };
+}
+
+/**
+ * A git for Knowledge (KNOWLEDGE_GIT) that runs the user's shell `action`
+ * once, in `cwd` and with the user's environment, when Knowledge starts its
+ * fast-import: after the repository was inspected, while a checkpoint's
+ * commits are being built — a user's git command racing with a checkpoint.
+ */
+export function racingGit(sb: Sandbox, cwd: string, action: string): { wrapper: string; ran: () => boolean } {
+  const trigger = join(sb.dir, 'race-once');
+  const script = join(sb.dir, 'race-action.sh');
+  writeFileSync(script, `cd '${cwd}' || exit 1\n${action}\n`);
+  const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
+    .map(([k, v]) => `${k}='${v}'`).join(' ');
+  const wrapper = join(sb.dir, 'racing-git');
+  writeFileSync(wrapper, [
+    '#!/bin/sh',
+    'for a in "$@"; do',
+    `  if [ "$a" = fast-import ] && [ -f '${trigger}' ]; then rm -f '${trigger}'; env -i ${userEnv} sh '${script}' >/dev/null 2>&1; fi`,
+    'done',
+    'exec git "$@"',
+    '',
+  ].join('\n'));
+  chmodSync(wrapper, 0o755);
+  writeFileSync(trigger, '');
+  return { wrapper, ran: () => !existsSync(trigger) };
 }

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { storeSandbox, cli, cliPath, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
@@ -483,18 +483,10 @@ describe('[SCAN-1][GIT-10] edits the user committed in the vault\'s repository t
     put('private/a.md', record('a', 'A2'));
     put('private/b.md', record('b', 'B2'));
     // The user's edit and commit of a.md lands after the scan read A2, as Knowledge starts committing.
-    const trigger = join(sb.dir, 'race-once');
-    const action = join(sb.dir, 'race.sh');
-    const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
-      .map(([k, v]) => `${k}='${v}'`).join(' ');
     writeFileSync(join(sb.dir, 'a3.md'), record('a', 'A3 (the user\'s)'));
-    writeFileSync(action, `cd '${vault}' && cp '${sb.dir}/a3.md' private/a.md && env -i ${userEnv} git add private/a.md && env -i ${userEnv} git ${me.join(' ')} commit -q -m 'mine: a3'\n`);
-    const wrapper = join(sb.dir, 'racing-git');
-    writeFileSync(wrapper, `#!/bin/sh\nfor a in "$@"; do\n  if [ "$a" = fast-import ] && [ -f '${trigger}' ]; then rm -f '${trigger}'; sh '${action}' >/dev/null 2>&1; fi\ndone\nexec git "$@"\n`);
-    chmodSync(wrapper, 0o755);
-    writeFileSync(trigger, '');
-    const r = scan([], { KNOWLEDGE_GIT: wrapper });
-    expect(existsSync(trigger)).toBe(false); // the user's commit ran
+    const race = racingGit(sb, vault, `cp '${sb.dir}/a3.md' private/a.md && git add private/a.md && git ${me.join(' ')} commit -q -m 'mine: a3'`);
+    const r = scan([], { KNOWLEDGE_GIT: race.wrapper });
+    expect(race.ran()).toBe(true); // the user's commit ran
     expect(r).toMatchObject({ modified: ['private/a.md', 'private/b.md'], git: { state: 'committed' } });
     // The checkpoint sits on the user's commit and holds only b: a.md is the user's A3, not reverted to A2.
     expect(userGit(sb, vault, ['log', '--format=%s', '-2']).trim().split('\n')).toEqual([expect.stringMatching(/^External edits in private/), 'mine: a3']);
