@@ -156,23 +156,13 @@ async function finishInspection(
   fmt: 'sha1' | 'sha256',
 ): Promise<RepoInspection> {
   // Operations left half-done by the user: finish them first [GIT-18].
-  const inProgress = await firstExisting(IN_PROGRESS.map((p) => join(gitDir, p.name)));
-  if (inProgress >= 0) {
-    const p = IN_PROGRESS[inProgress]!;
-    return pending('operation-in-progress', `${p.what} is in progress (.git/${p.name}); finish or abort it, then retry`);
-  }
+  const op = await operationInProgress(gitDir);
+  if (op) return pending('operation-in-progress', `${op.what} is in progress (.git/${op.name}); finish or abort it, then retry`);
 
-  // The branch HEAD names, read the way the files ref backend stores it;
-  // anything unusual (a symlinked HEAD, another ref backend) asks git.
-  let branchRef: string;
-  if (headFile.kind === 'detached') return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
-  if (headFile.kind === 'branch') branchRef = headFile.ref;
-  else {
-    const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env });
-    if (sym.code === 1) return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
-    if (sym.code !== 0) return failed(sym.stderr, sym.timedOut);
-    branchRef = sym.stdout.toString('utf8').trim();
-  }
+  const head = await branchOfHead(runner, vault, headFile);
+  if ('code' in head) return pending(head.code, head.reason);
+  if (head.ref === null) return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
+  const branchRef = head.ref;
   if (!branchRef.startsWith('refs/heads/')) return pending('detached-head', `HEAD points at ${branchRef}, not a local branch`);
 
   // A lock never blocks reading but would fail (or race) our write. Report it
@@ -303,24 +293,33 @@ export async function recheckBeforeMove(
   runner: GitRunner,
   repo: Extract<RepoInspection, { kind: 'ready' }>,
 ): Promise<{ code: PendingCode; reason: string } | null> {
-  const inProgress = await firstExisting(IN_PROGRESS.map((p) => join(repo.gitDir, p.name)));
-  if (inProgress >= 0) {
-    const p = IN_PROGRESS[inProgress]!;
-    return { code: 'operation-in-progress', reason: `${p.what} started while the checkpoint was being built (.git/${p.name}); finish or abort it, then retry` };
-  }
-  const headFile = await readHeadFile(repo.gitDir);
-  let ref: string;
-  if (headFile.kind === 'detached') return { code: 'detached-head', reason: 'HEAD was detached while the checkpoint was being built; check out a branch, then retry' };
-  if (headFile.kind === 'branch') ref = headFile.ref;
-  else {
-    const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: repo.workTree, env: vaultEnv(repo.workTree) });
-    if (sym.code === 1) return { code: 'detached-head', reason: 'HEAD was detached while the checkpoint was being built; check out a branch, then retry' };
-    if (sym.code !== 0) return classifyGitFailure(sym.stderr, sym.timedOut);
-    ref = sym.stdout.toString('utf8').trim();
-  }
+  const op = await operationInProgress(repo.gitDir);
+  if (op) return { code: 'operation-in-progress', reason: `${op.what} started while the checkpoint was being built (.git/${op.name}); finish or abort it, then retry` };
+  const head = await branchOfHead(runner, repo.workTree, await readHeadFile(repo.gitDir));
+  if ('code' in head) return head;
+  if (head.ref === null) return { code: 'detached-head', reason: 'HEAD was detached while the checkpoint was being built; check out a branch, then retry' };
   // Another branch checked out meanwhile: the checkpoint is built again on the branch HEAD names now.
-  if (ref !== repo.branchRef) return { code: 'branch-moved', reason: `HEAD now names ${ref}, not ${repo.branchRef} (a branch was checked out meanwhile)` };
+  if (head.ref !== repo.branchRef) return { code: 'branch-moved', reason: `HEAD now names ${head.ref}, not ${repo.branchRef} (a branch was checked out meanwhile)` };
   return null;
+}
+
+/** The first operation file present in `gitDir` (a merge, rebase, … left half-done), or null. */
+async function operationInProgress(gitDir: string): Promise<{ name: string; what: string } | null> {
+  const i = await firstExisting(IN_PROGRESS.map((p) => join(gitDir, p.name)));
+  return i >= 0 ? IN_PROGRESS[i]! : null;
+}
+
+/**
+ * The ref HEAD names (null: detached), read the way the files ref backend
+ * stores it; anything unusual (a symlinked HEAD, another ref backend) asks git.
+ */
+async function branchOfHead(runner: GitRunner, vault: string, headFile: HeadFile): Promise<{ ref: string | null } | { code: PendingCode; reason: string }> {
+  if (headFile.kind === 'detached') return { ref: null };
+  if (headFile.kind === 'branch') return { ref: headFile.ref };
+  const sym = await runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env: vaultEnv(vault) });
+  if (sym.code === 1) return { ref: null };
+  if (sym.code !== 0) return classifyGitFailure(sym.stderr, sym.timedOut);
+  return { ref: sym.stdout.toString('utf8').trim() };
 }
 
 type HeadFile = { kind: 'branch'; ref: string } | { kind: 'detached' } | { kind: 'ask-git' };
