@@ -3,7 +3,7 @@
  * YAML descriptor (source id, retained path, SHA-256, size, media type,
  * attribution). Same bytes in a partition -> the same source.
  */
-import YAML from 'yaml';
+import { yaml } from '../yaml-lazy.js';
 import { slugForTitle } from '../records/filename.js';
 
 export const SOURCE_FORMAT = 'knowledge-source-v1';
@@ -37,7 +37,7 @@ export interface SourceDescriptor {
 }
 
 export function descriptorText(d: SourceDescriptor): string {
-  return YAML.stringify(d, { version: '1.2' });
+  return yaml().stringify(d, { version: '1.2' });
 }
 
 /**

@@ -4,7 +4,7 @@
  * and evidence originals. No I/O. The output depends only on the input, so
  * a retry with the same request id produces the same request hash [PUB-5].
  */
-import YAML from 'yaml';
+import { yaml } from '../yaml-lazy.js';
 import { KnowledgeError } from '../errors.js';
 import { MAX_YAML_DEPTH, collectionDepth, sha256Hex } from '../records/record.js';
 import { sourceIdFor } from '../evidence/source.js';
@@ -104,8 +104,8 @@ export function structuredRecordText(rec: StructuredRecordInput, sourceByName: R
     }
     fm[k] = v;
   }
-  const yaml = YAML.stringify(fm, { version: '1.2', lineWidth: 0 });
-  return `---\n${yaml}---\n${rec.body ?? ''}`;
+  const frontmatter = yaml().stringify(fm, { version: '1.2', lineWidth: 0 });
+  return `---\n${frontmatter}---\n${rec.body ?? ''}`;
 }
 
 export function isMarkdownRecord(r: MarkdownRecordInput | StructuredRecordInput): r is MarkdownRecordInput {

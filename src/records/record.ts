@@ -7,7 +7,8 @@
  * order survive [REC-2].
  */
 import { createHash } from 'node:crypto';
-import { CST, Document, Pair, Parser, Scalar, YAMLMap, isMap, isNode, isScalar, parseDocument } from 'yaml';
+import type { CST, Document, Scalar, YAMLMap } from 'yaml';
+import { yaml } from '../yaml-lazy.js';
 import { KnowledgeError } from '../errors.js';
 import {
   LIFECYCLES,
@@ -141,6 +142,7 @@ export const YAML_TOO_DEEP = 'collections are nested too deeply to read';
  * the tokens (the lexer and parser keep their own stacks: no recursion here).
  */
 export function yamlTokens(text: string): { tooDeepAt: -1; tokens: Iterable<CST.Token> } | { tooDeepAt: number; tokens: null } {
+  const { CST, Parser } = yaml();
   let bound = 1;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -240,7 +242,7 @@ export function parseRecordText(text: string): ParseResult {
   if (tooDeep >= 0) return fail(`invalid YAML frontmatter (line ${lineOfOffset(yamlText, tooDeep) + 1}): ${YAML_TOO_DEEP}`);
   let doc: Document;
   try {
-    doc = parseDocument(yamlText, YAML_PARSE_OPTIONS);
+    doc = yaml().parseDocument(yamlText, YAML_PARSE_OPTIONS);
   } catch (err) {
     return fail(`invalid YAML frontmatter: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
   }
@@ -250,7 +252,7 @@ export function parseRecordText(text: string): ParseResult {
     const line = lineOfOffset(yamlText, firstError.pos[0]) + 1;
     return fail(`invalid YAML frontmatter (line ${line}): ${yamlErrorMessage(firstError.message)}`);
   }
-  if (!isMap(doc.contents)) {
+  if (!yaml().isMap(doc.contents)) {
     return fail('frontmatter must be a YAML mapping of keys to values');
   }
   let data: unknown;
@@ -547,6 +549,7 @@ const SAFE_PLAIN = /^[A-Za-z_][A-Za-z0-9_.:-]*$/;
 
 /** A scalar node for a store-written value; strings that any YAML parser could misread are double-quoted. */
 function storeScalar(value: string | number): Scalar {
+  const { Scalar } = yaml();
   const node = new Scalar(value);
   if (typeof value === 'string') {
     const plain = SAFE_PLAIN.test(value) && !value.endsWith(':') && !YAML11_SPECIAL.test(value);
@@ -556,7 +559,7 @@ function storeScalar(value: string | number): Scalar {
 }
 
 function keyName(key: unknown): string | undefined {
-  if (isScalar(key) && typeof key.value === 'string') return key.value;
+  if (yaml().isScalar(key) && typeof key.value === 'string') return key.value;
   return typeof key === 'string' ? key : undefined;
 }
 
@@ -569,7 +572,7 @@ function setOwned(map: YAMLMap, key: string, value: string | number, insertAt: n
   const pair = map.items.find((p) => keyName(p.key) === key);
   if (pair) {
     const old = pair.value;
-    if (isNode(old)) {
+    if (yaml().isNode(old)) {
       if (old.comment !== undefined) node.comment = old.comment;
       if (old.commentBefore !== undefined) node.commentBefore = old.commentBefore;
       if (old.spaceBefore !== undefined) node.spaceBefore = old.spaceBefore;
@@ -577,6 +580,7 @@ function setOwned(map: YAMLMap, key: string, value: string | number, insertAt: n
     pair.value = node;
     return false;
   }
+  const { Pair, Scalar } = yaml();
   map.items.splice(insertAt, 0, new Pair(new Scalar(key), node));
   return true;
 }
@@ -615,7 +619,7 @@ export function completeDraft(file: ParsedFile, fill: CompleteFill): CompletedDr
 
   const doc = file.doc.clone();
   const map = doc.contents;
-  if (!isMap(map)) throw new KnowledgeError('E_VALIDATION', 'frontmatter must be a YAML mapping of keys to values');
+  if (!yaml().isMap(map)) throw new KnowledgeError('E_VALIDATION', 'frontmatter must be a YAML mapping of keys to values');
 
   const values: [string, string | number][] = [
     ['format', RECORD_FORMAT],
@@ -659,6 +663,7 @@ export function withDefaultCitations(file: ParsedFile, sourceIds: readonly strin
   if (current !== undefined && current !== null && !(Array.isArray(current) && current.length === 0)) return file;
   const doc = file.doc.clone();
   const map = doc.contents;
+  const { isMap, Pair, Scalar } = yaml();
   if (!isMap(map)) return file;
   const node = doc.createNode(sourceIds.map((source) => ({ source })));
   const pair = map.items.find((p) => keyName(p.key) === 'evidence');

@@ -4,7 +4,8 @@
  * bytes in, verdict out. An invalid file is still checkpointed as it is on
  * disk; the verdict only decides the index and the diagnostics.
  */
-import { Composer, Document } from 'yaml';
+import type { Document } from 'yaml';
+import { yaml } from '../yaml-lazy.js';
 import { parseRecordText, sha256Hex, validateStored, yamlErrorMessage, yamlTokens, YAML_TOO_DEEP, type ParsedFile, type ValidationIssue } from '../records/record.js';
 import { RECORD_FORMAT } from '../records/types.js';
 import { partitionOfPath } from '../store/layout.js';
@@ -28,7 +29,7 @@ export type FileCheck =
 
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 // validateStored reads only `data`; the fast path has no Document to give it.
-const NO_DOCUMENT = new Document();
+let noDocument: Document | undefined;
 
 export function checkFile(path: string, partition: string, bytes: Buffer, sha256: string): FileCheck {
   let text: string;
@@ -60,7 +61,7 @@ function checkRecord(path: string, partition: string, text: string, sha256: stri
   let file: ParsedFile;
   const fast = fastParseRecord(text);
   if (fast) {
-    file = { doc: NO_DOCUMENT, data: fast.data, body: fast.body };
+    file = { doc: (noDocument ??= new (yaml().Document)()), data: fast.data, body: fast.body };
   } else {
     const parsed = parseRecordText(text);
     if (!parsed.ok) return invalid('broken-envelope', parsed.reason);
@@ -117,7 +118,7 @@ function checkYaml(file: string): FileCheck {
   if (parsed.tokens === null) return invalid('broken-yaml', `invalid YAML: ${YAML_TOO_DEEP}`);
   let docs: Document.Parsed[];
   try {
-    docs = Array.from(new Composer({ version: '1.2', schema: 'core', uniqueKeys: true, strict: true }).compose(parsed.tokens));
+    docs = Array.from(new (yaml().Composer)({ version: '1.2', schema: 'core', uniqueKeys: true, strict: true }).compose(parsed.tokens));
   } catch (err) {
     // Block collections nested past the parser's stack throw rather than report [SCAN-2].
     return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
