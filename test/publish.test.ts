@@ -65,6 +65,23 @@ describe('[REC-1] the store fills store-owned fields', () => {
     expect(fm.updated_at).toBe(fm.recorded_at);
     expect(text.endsWith('# Body\n')).toBe(true);
   });
+
+  it('writes unknown keys\' numbers back as the author wrote them, on a first publication and a revision [REC-2]', () => {
+    // Past a double's precision, hex, octal, a sign, an exponent past the double range, leading zeros, trailing zeros.
+    const numbers = 'ticket: 12345678901234567890\nhex: 0x1F\noct: 0o17\nplus: +12\nhuge: 1.0e+400\nzeros: 00012\nprice: 1.50\n' +
+      'list: [ 1, 2.0, -0x1, 123456789012345678901234567890 ]\nnested:\n  n: -007\n';
+    write('n.md', `---\nkind: page\ntitle: Numbers\n${numbers}---\nbody\n`);
+    const first = publish(['n.md']);
+    expect(first.code, first.stderr).toBe(0);
+    const path = join(vault, first.receipt.records[0].path);
+    expect(readFileSync(path, 'utf8')).toContain(`title: Numbers\n${numbers}---\nbody\n`);
+    const id = first.receipt.records[0].id;
+    write('n2.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Numbers\n${numbers}---\nbody 2\n`);
+    const second = publish(['n2.md']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(readFileSync(path, 'utf8')).toContain(`title: Numbers\n${numbers}---\nbody 2\n`);
+    expect(readFileSync(path, 'utf8')).toMatch(/\nrevision: 2\n/);
+  });
 });
 
 describe('[REC-4] revisions and conflicts', () => {

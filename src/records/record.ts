@@ -7,7 +7,7 @@
  * order survive [REC-2].
  */
 import { createHash } from 'node:crypto';
-import type { CST, Document, Scalar, YAMLMap } from 'yaml';
+import type { CST, Document, Scalar, ScalarTag, Tags, YAMLMap } from 'yaml';
 import { yaml } from '../yaml-lazy.js';
 import { KnowledgeError } from '../errors.js';
 import {
@@ -61,7 +61,44 @@ const YAML_PARSE_OPTIONS = {
   uniqueKeys: true,
   strict: true,
   prettyErrors: false,
+  customTags: keepNumberSource,
 } as const;
+
+const NUMBER_TAGS = new Set(['tag:yaml.org,2002:int', 'tag:yaml.org,2002:float']);
+
+/**
+ * [REC-2] A number is written back as its author wrote it. The `yaml` package
+ * writes a parsed number from its value: `12345678901234567890` would come
+ * back as `12345678901234567000` (a double), `0x1F` as `0x1f`, `+12` as `12`,
+ * `1.0e+400` as `.inf`. Each number tag's writer here gives back the scalar's
+ * own source text while that text still reads as the very value the node
+ * holds (a value the store set is written as usual).
+ */
+function keepNumberSource(tags: Tags): Tags {
+  return tags.map((t) => {
+    if (typeof t === 'string' || !('stringify' in t) || !t.stringify || !NUMBER_TAGS.has(t.tag)) return t;
+    const write = t.stringify;
+    return {
+      ...t,
+      stringify(item, ctx, onComment, onChompKeep) {
+        const source = (item as Scalar).source as unknown;
+        if (typeof source === 'string' && typeof item.value === 'number' && Object.is(numberOfSource(source), item.value)) return source;
+        return write(item, ctx, onComment, onChompKeep);
+      },
+    } as ScalarTag;
+  });
+}
+
+/** The number a plain scalar's text reads as under the core schema (NaN-safe with Object.is); undefined when not a number. */
+function numberOfSource(source: string): unknown {
+  if (source.length > 400 || /[\n\r#:]/.test(source)) return undefined;
+  try {
+    const v: unknown = yaml().parse(source, { version: '1.2', schema: 'core' });
+    return typeof v === 'number' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 const YAML_STRINGIFY_OPTIONS = {
   // Never fold long strings: keeps values on the lines the author wrote them.
