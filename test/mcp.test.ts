@@ -440,6 +440,36 @@ describe('[SURF-3] scoping: the caller decides store and partition', () => {
     expect((await none.fail('knowledge_remember', { claim: 'x', source_text: 'y', audience: 'conversation' })).code).toBe('E_VALIDATION');
   });
 
+  it('an id another conversation uses, or used for a record since deleted, is refused in words that name nothing of it; the deleted record stays its owner\'s', async () => {
+    const a = await connect(['--agent', 'bot', '--session', 'A']);
+    const first = await a.ok('knowledge_publish_batch', { records: [{ id: 'acme-merger', kind: 'page', title: 'Merger plan', body: 'v1' }] });
+    await a.ok('knowledge_publish_batch', { records: [{ id: 'acme-merger', revision: 1, kind: 'page', title: 'Merger plan', body: 'v2' }] });
+    await a.ok('knowledge_publish_batch', { records: [{ id: 'acme-live', kind: 'page', title: 'Live plan' }] });
+    rmSync(join(vault, first.records[0].path));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // the record is deleted: a tombstone keeps its id and history
+
+    const b = await connect(['--agent', 'bot', '--session', 'B']);
+    const deleted = await b.fail('knowledge_publish_batch', { records: [{ id: 'acme-merger', kind: 'page', title: 'mine' }] });
+    const live = await b.fail('knowledge_publish_batch', { records: [{ id: 'acme-live', kind: 'page', title: 'mine' }] });
+    for (const e of [deleted, live]) {
+      expect(e.code).toBe('E_CONFLICT');
+      expect(e.message.replace(/acme-\w+/, 'ID')).not.toMatch(/conversation|partition|deleted|revision|merger|live/i);
+    }
+    // One wording for both: the refusal says the id is taken, nothing more.
+    expect(deleted.message.replace('acme-merger', 'ID')).toBe(live.message.replace('acme-live', 'ID'));
+    expect((await b.fail('knowledge_history', { id: 'acme-merger' })).code).toBe('E_NOT_FOUND');
+
+    // The owner still reads the deleted record's history, and publishing it again goes on from revision 2.
+    expect((await a.ok('knowledge_history', { id: 'acme-merger' })).versions.map((v: { revision: number }) => v.revision)).toEqual([2, 1]);
+    const again = await a.ok('knowledge_publish_batch', { records: [{ id: 'acme-merger', kind: 'page', title: 'Merger plan', body: 'v3' }] });
+    expect(again.records[0]).toMatchObject({ id: 'acme-merger', revision: 3 });
+    // The operator, who may read every partition, is told where the id is used.
+    writeFileSync(join(sb.dir, 'op.md'), '---\nid: acme-live\nkind: page\ntitle: Mine\n---\nx\n');
+    const op = cli(sb, ['publish', '--store', 'st', 'op.md']);
+    expect(op.code).toBe(1);
+    expect(op.stderr).toMatch(/^E_CONFLICT: record #1: id acme-live is already used by a record in another partition \(conversation:A\)/);
+  });
+
   it('a sandboxed caller is denied every tool with E_DENIED and is not registered', async () => {
     const s = await connect(['--agent', 'jail', '--sandboxed']);
     const { tools } = await s.client.listTools();

@@ -150,8 +150,14 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
 
   const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
   const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
-  const getTombstone = db.prepare('SELECT revision FROM record_tombstones WHERE id = ?').pluck();
-  const claimedTwice = db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1');
+  const getTombstone = db.prepare('SELECT revision, partition FROM record_tombstones WHERE id = ?');
+  const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
+  // An id is one record store-wide. Taken in a partition an agent may not read, it is refused in words
+  // that name nothing of that partition: the refusal itself is all the agent learns (README, Reading).
+  const unavailable = (label: string, id: string, where: string, operatorHint: string) =>
+    new KnowledgeError('E_CONFLICT', req.actor === 'operator'
+      ? `${label}: id ${id} ${operatorHint} (${where}); ids are unique across the store: choose another id, or publish without one`
+      : `${label}: id ${id} is not available; choose another id, or publish without one (the store assigns one)`);
   const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
   const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
   const taken = (rel: string) =>
@@ -188,7 +194,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     if (existing) {
       if (existing.partition !== partition) {
         // Never reveal another partition's content; the id is simply unavailable here.
-        throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is already used by a record outside this partition`);
+        throw unavailable(label, id, existing.partition, 'is already used by a record in another partition');
       }
       const expected = draftExpectedRevision(draft);
       if (expected === undefined) {
@@ -214,12 +220,20 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       }
       // Files of the vault claim this id more than once (a scan parked them): one more claim would be a
       // record nobody can look up.
-      if (claimedTwice.get(id) !== undefined) {
+      const dupIn = claimants.all(id) as string[];
+      if (req.actor !== 'operator' && dupIn.some((p) => p !== partition)) {
+        throw unavailable(label, id, dupIn.join(', '), 'is claimed by files in another partition');
+      }
+      if (dupIn.length > 0) {
         throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is claimed by more than one file of the vault (the scan's duplicate-id diagnostics name them); remove or change all but one, scan, then publish`);
       }
-      // A record deleted under this id goes on from its last revision [REC-4, READ-2].
-      const last = getTombstone.get(id) as number | undefined;
-      if (last !== undefined) revision = last + 1;
+      // A record deleted under this id goes on from its last revision [REC-4, READ-2], in its own
+      // partition only: elsewhere the id stays its, so its history stays readable there.
+      const last = getTombstone.get(id) as { revision: number; partition: string } | undefined;
+      if (last !== undefined && last.partition !== partition) {
+        throw unavailable(label, id, last.partition, 'belonged to a record deleted from another partition, whose history keeps it');
+      }
+      if (last !== undefined) revision = last.revision + 1;
       // validateDraft checked kind and title.
       path = recordPath({ partitionDir: pdir, kind: draft.data.kind as RecordKind, title: draft.data.title as string, id, taken });
     }
