@@ -559,6 +559,31 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect((await reader().recordHistory(OP, 'idb')).versions.map((v) => v.commit)).toEqual([base.git!.commit]);
   });
 
+  it('a deleted record published again under its id at another path, or restored by hand elsewhere, keeps every earlier version', async () => {
+    const first = publish([{ id: 'rec-plan', title: 'Plan', body: 'v1' }]).records[0]!;
+    const scan = () => expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const pathOf = async () => (await reader().recordHistory(OP, 'rec-plan')).versions.map((v) => `${v.revision}:${v.path}`);
+    rmSync(join(vault, first.path));
+    scan();
+    // A new title is a new file name: Git sees an unrelated file.
+    const second = publish([{ id: 'rec-plan', title: 'Plan renamed', body: 'v2' }]).records[0]!;
+    expect(second.path).not.toBe(first.path);
+    expect(await pathOf()).toEqual([`2:${second.path}`, `1:${first.path}`]);
+    // Deleted and published again once more: the chain goes back through both earlier paths.
+    rmSync(join(vault, second.path));
+    scan();
+    const third = publish([{ id: 'rec-plan', title: 'Plan for good', body: 'v3' }]).records[0]!;
+    expect(await pathOf()).toEqual([`3:${third.path}`, `2:${second.path}`, `1:${first.path}`]);
+    // Deleted, and its file put back by hand under another name (a scan adds it).
+    const text = readFileSync(join(vault, third.path));
+    rmSync(join(vault, third.path));
+    scan();
+    mkdirSync(join(vault, 'private/restored'), { recursive: true });
+    writeFileSync(join(vault, 'private/restored/plan.md'), text);
+    scan();
+    expect(await pathOf()).toEqual(['3:private/restored/plan.md', `3:${third.path}`, `2:${second.path}`, `1:${first.path}`]);
+  });
+
   it('a record whose file still exists is never taken for deleted: edited into invalid YAML, or its id now claimed twice', async () => {
     const bad = publish([{ id: 'rec-bad', title: 'Breaks', body: 'fine' }]).records[0]!.path;
     const dup = publish([{ id: 'rec-dup', title: 'Twice', body: 'once' }]).records[0]!.path;

@@ -26,6 +26,11 @@ export interface PlannedRecord {
   revision: number;
   priorRevision: number | null;
   path: string;
+  /**
+   * A deleted record published again under its id at another path: its last
+   * path before it was deleted, where its history goes on (read/history.ts).
+   */
+  formerPath?: string;
   sha256: string;
   meta: RecordMeta;
   body: string;

@@ -150,7 +150,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
 
   const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
   const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
-  const getTombstone = db.prepare('SELECT revision, partition FROM record_tombstones WHERE id = ?');
+  const getTombstone = db.prepare('SELECT revision, partition, path FROM record_tombstones WHERE id = ?');
   const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
   // An id is one record store-wide. Taken in a partition an agent may not read, it is refused in words
   // that name nothing of that partition: the refusal itself is all the agent learns (README, Reading).
@@ -191,6 +191,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     let path: string;
     let recordedAt: string | undefined;
     let priorSha: string | null = null;
+    let formerPath: string | undefined;
     if (existing) {
       if (existing.partition !== partition) {
         // Never reveal another partition's content; the id is simply unavailable here.
@@ -229,13 +230,14 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       }
       // A record deleted under this id goes on from its last revision [REC-4, READ-2], in its own
       // partition only: elsewhere the id stays its, so its history stays readable there.
-      const last = getTombstone.get(id) as { revision: number; partition: string } | undefined;
+      const last = getTombstone.get(id) as { revision: number; partition: string; path: string } | undefined;
       if (last !== undefined && last.partition !== partition) {
         throw unavailable(label, id, last.partition, 'belonged to a record deleted from another partition, whose history keeps it');
       }
       if (last !== undefined) revision = last.revision + 1;
       // validateDraft checked kind and title.
       path = recordPath({ partitionDir: pdir, kind: draft.data.kind as RecordKind, title: draft.data.title as string, id, taken });
+      if (last !== undefined && last.path !== path) formerPath = last.path;
     }
     // Appendix A: a claim/relationship given evidence files and no explicit citations cites every given file.
     const file = requiresEvidence(draft.data.kind as RecordKind) ? withDefaultCitations(draft, sources.map((s) => s.sourceId)) : draft;
@@ -262,6 +264,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     records.push({
       id, revision, priorRevision, path, sha256: sha256Hex(data), meta,
       body: bodyStart >= 0 ? text.slice(text.indexOf('\n', bodyStart + 1) + 1) : '',
+      ...(formerPath !== undefined ? { formerPath } : {}),
     });
   });
 

@@ -93,7 +93,11 @@ export function queuedVersions(db: DB, path: string): number {
  * broken file) at a path other than the version after it — is not listed,
  * and the history goes on at the record's own path before the commit where
  * Git's guess went astray (a deleted record restored by hand, taken for a
- * copy of a look-alike record). It ends at the first version in a partition `mayRead`
+ * copy of a look-alike record). A version that added the record's file goes
+ * on where the record lived before: a scan's rename paired by record id, a
+ * deleted record published again under its id at another path (the
+ * publication's plan names its last path), or its file restored by hand at
+ * another path (its tombstone's path). It ends at the first version in a partition `mayRead`
  * refuses (a record moved out of a conversation the caller cannot read
  * keeps that conversation's versions to itself) [SURF-3].
  */
@@ -119,6 +123,26 @@ export async function readHistory(
     `SELECT json_extract(j.value, '$.from') FROM scans s, json_each(s.receipt, '$.renamed') j
       WHERE s.scan_id = ? AND instr(s.receipt, '"renamed":[]') = 0 AND json_extract(j.value, '$.to') = ? LIMIT 1`,
   ).pluck();
+  // A deleted record published again under its id at another path: the publication's plan names its last path.
+  const publishedFrom = db.prepare(
+    `SELECT json_extract(j.value, '$.formerPath') FROM publications p, json_each(p.plan, '$.records') j
+      WHERE p.publication_id = ? AND json_extract(j.value, '$.path') = ? LIMIT 1`,
+  ).pluck();
+  // A deleted record's file restored by hand at another path (a scan added it): its last path before it was deleted, once.
+  let tombstone = db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck().get(rec.id) as string | undefined;
+  /** Where the record lived before the version that added its file at `v.path`; null when nowhere known. */
+  const formerPathOf = (v: SegmentVersion): string | null => {
+    let before: unknown;
+    if (v.publicationId) before = publishedFrom.get(v.publicationId, v.path);
+    else if (v.scanId) {
+      before = renamedFrom.get(v.scanId, v.path);
+      if (typeof before !== 'string' && tombstone !== undefined) {
+        before = tombstone;
+        tombstone = undefined;
+      }
+    }
+    return typeof before === 'string' ? before : null;
+  };
   let from: string = repo.head;
   let path = rec.path;
   for (let hop = 0; hop < MAX_RENAME_HOPS; hop++) {
@@ -135,9 +159,9 @@ export async function readHistory(
       path = oldest.path;
       continue;
     }
-    if (!segment.complete || !oldest.added || !oldest.scanId) break;
-    const before = renamedFrom.get(oldest.scanId, oldest.path) as string | null | undefined;
-    if (typeof before !== 'string') break;
+    if (!segment.complete || !oldest.added) break;
+    const before = formerPathOf(oldest);
+    if (before === null || before === oldest.path) break;
     from = oldest.parent;
     path = before;
   }
