@@ -263,6 +263,8 @@ describe('knowledge_publish_batch', () => {
       [{ records: [{ kind: 'page', title: 'x' }], evidence: [{ name: 'a', base64: 'not base64!' }] }, 'E_VALIDATION'],
       [{ records: [{ kind: 'page', title: 'x' }], evidence: [{ name: 'a', text: 'x'.repeat(8 * 1024 * 1024 + 1) }] }, 'E_TOO_LARGE'],
       [{ records: [{ kind: 'page', title: 'x' }], audience: 'conversation' }, 'E_VALIDATION'],
+      // A key the argument parser would drop without a word (JSON.parse makes it an own property, as a client's would).
+      [JSON.parse('{"records":[{"kind":"page","title":"x","fields":{"__proto__":"kept?","other":"kept"}}]}') as Record<string, unknown>, 'E_VALIDATION'],
     ];
     for (const [args, code] of cases) {
       const e = await s.fail('knowledge_publish_batch', args);

@@ -94,7 +94,14 @@ export const structuredRecord = z
     dependencies: z.array(recordId).max(MCP_LIMITS.listItems).optional().describe('Ids of records this one depends on.'),
     evidence: z.array(citation).max(MCP_LIMITS.citations).optional().describe('Citations. Omit them on a claim or relationship to cite every evidence item of this call.'),
     fields: z
-      .record(z.string().min(1).max(100), z.unknown())
+      // A key named __proto__ is dropped by the record parser below (it would set the object's prototype);
+      // refused here rather than lost without a word. The markdown form keeps it.
+      .preprocess((v, ctx) => {
+        if (v !== null && typeof v === 'object' && Object.hasOwn(v, '__proto__')) {
+          ctx.addIssue({ code: 'custom', message: 'fields.__proto__ cannot be kept as a field; give the record as markdown to keep such a key' });
+        }
+        return v;
+      }, z.record(z.string().min(1).max(100), z.unknown()))
       .optional()
       .describe('Other frontmatter keys to keep on the record (not the standard ones above); kept on every rewrite.'),
   })
