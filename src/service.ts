@@ -25,7 +25,7 @@ import { lookupRecord } from './read/lookup.js';
 import { searchRecords } from './read/search.js';
 import { listRecords } from './read/inventory.js';
 import { findTombstone, readRecordView, requireVisible } from './read/record.js';
-import { diffVersions, readHistory } from './read/history.js';
+import { diffVersions, readHistory, subjectForReader } from './read/history.js';
 import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
 import { checkStartRequest } from './attach/request.js';
 import { appendChunk, loadAttachment, startUpload, statusOf } from './attach/upload.js';
@@ -356,7 +356,11 @@ export class KnowledgeService {
       const p = partitionOfPath(path);
       return p !== null && canAccessPartition(caller, p);
     };
-    return readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead);
+    const history = await readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead);
+    if (caller.kind === 'operator') return history;
+    const mayReadPartition = (p: string) => canAccessPartition(caller, p);
+    for (const v of history.versions) if (v.scanId) v.subject = subjectForReader(v.subject, mayReadPartition);
+    return history;
   }
 
   /** Unified diff between two committed versions (full commit ids listed by recordHistory). */

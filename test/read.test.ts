@@ -165,6 +165,21 @@ describe('[SURF-3] partition scoping: an agent in session A never sees session B
     expect(await asyncErrorCode(() => s.recordDiff(agentA, 'rec-a', c, c))).toBe('E_VALIDATION');
   });
 
+  it('a scan commit that also touched B is shown to A without naming B or counting its files', async () => {
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // the partitions' baselines
+    for (const id of ['rec-priv', 'rec-b']) {
+      appendFileSync(join(vault, JSON.parse(cli(sb, ['show', '--store', 'st', '--json', id]).stdout).record.path as string), 'edited by hand\n');
+    }
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const s = reader();
+    const subjectOf = async (caller: Caller, id: string) => (await s.recordHistory(caller, id)).versions[0]!.subject;
+    expect(await subjectOf(OP, 'rec-priv')).toBe('External edits in conversation:B, private: 2 modified');
+    expect(await subjectOf(agentB, 'rec-priv')).toBe('External edits in conversation:B, private: 2 modified');
+    expect(await subjectOf(agentA, 'rec-priv')).toBe('External edits in private and partitions you cannot read');
+    expect(await subjectOf(agentNoSession, 'rec-priv')).toBe('External edits in private and partitions you cannot read');
+    expect(await subjectOf(agentB, 'rec-b')).toBe('External edits in conversation:B, private: 2 modified');
+  });
+
   it('backlinks from B never show on a private record read by A', () => {
     publish([{ id: 'rec-b2', title: 'B links', body: 'see [[rec-priv]]' }], ['--partition', 'conversation:B']);
     publish([{ id: 'rec-a2', title: 'A links', body: 'see [[rec-priv]]' }], ['--partition', 'conversation:A']);

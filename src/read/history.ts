@@ -168,6 +168,21 @@ export async function readHistory(
   return { ...base, versions: versions.map(({ added: _added, ...v }) => v), git };
 }
 
+/**
+ * A scan's commit subject names the partitions it touched, with counts
+ * (scan/plan.ts subjectFor). Shown to a caller who may not read some of
+ * them, it names only those it may read, without counts, which would count
+ * the others' files too [SURF-3]. Other subjects are left as they are.
+ */
+export function subjectForReader(subject: string, mayReadPartition: (partition: string) => boolean): string {
+  const m = /^(Baseline of|External edits in) (.+?): (\d+ (?:added|modified|renamed|deleted)(?:, \d+ (?:added|modified|renamed|deleted))*)$/.exec(subject);
+  if (!m) return subject;
+  const named = m[2]!.split(', ');
+  if (named.every(mayReadPartition)) return subject;
+  const shown = named.filter(mayReadPartition);
+  return `${m[1]} ${[...shown, shown.length > 0 ? 'partitions you cannot read' : 'a partition you cannot read'].join(' and ')}`;
+}
+
 /** Renames recorded by scans followed, at most, for one history. */
 const MAX_RENAME_HOPS = 64;
 
