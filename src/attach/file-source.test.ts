@@ -69,6 +69,22 @@ describe('[ATT-3] openRegularFile accepts regular files under the allowed root o
     expect(refusal(join(root, 'door', 'secret.txt'))?.code).toBe('E_DENIED');
   });
 
+  it('a folder outside the root is refused the same whether it exists or not; inside, a missing file is E_VALIDATION', () => {
+    const existing = refusal(join(outside, 'nothing.txt'));
+    const missing = refusal(join(dir, 'no-such-folder', 'nothing.txt'));
+    expect(existing?.code).toBe('E_DENIED');
+    expect(missing?.code).toBe('E_DENIED');
+    expect(refusal(join(root, 'no-such-folder', 'nothing.txt'))?.code).toBe('E_VALIDATION');
+    expect(refusal(join(root, 'nothing.txt'))?.code).toBe('E_VALIDATION');
+  });
+
+  it('refuses a path holding a control character (a NUL above all) with E_VALIDATION', () => {
+    writeFileSync(join(root, 'a.txt'), 'x');
+    for (const p of [join(root, 'a\u0000.txt'), join(root, 'a\n.txt'), `${join(root, 'a.txt')}\u0000`]) {
+      expect(refusal(p), JSON.stringify(p)).toMatchObject({ code: 'E_VALIDATION', message: expect.stringMatching(/control character/) });
+    }
+  });
+
   it('follows a symlinked directory that stays inside the root', () => {
     mkdirSync(join(root, 'real'));
     writeFileSync(join(root, 'real', 'a.txt'), 'x');

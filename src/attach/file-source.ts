@@ -57,19 +57,24 @@ export function openRegularFile(path: string, allowedRoot: string): OpenedFile {
   } catch {
     throw new KnowledgeError('E_VALIDATION', `allowed root ${allowedRoot} does not exist`);
   }
+  // No file name holds a control character a caller means (a NUL would reach the system call as an error of its own).
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(path)) throw new KnowledgeError('E_VALIDATION', `the path ${JSON.stringify(path)} holds a control character`);
   const abs = resolve(path);
   const name = basename(abs);
   if (name === '' || abs === sep) throw new KnowledgeError('E_VALIDATION', `${path} is a directory`);
+  const outside = () => new KnowledgeError('E_DENIED', `${path} is outside the allowed root ${root} (pass --root to allow another directory)`);
   let dir: string;
   try {
     dir = realpathSync(dirname(abs));
   } catch {
+    // A folder that does not exist outside the root is outside it, like one that does: the answer
+    // never tells which folders exist there.
+    if (!isInside(root, abs) && !isInside(resolve(allowedRoot), abs)) throw outside();
     throw new KnowledgeError('E_VALIDATION', `cannot read ${path}: no such file`);
   }
   const full = join(dir, name);
-  if (!isInside(root, full)) {
-    throw new KnowledgeError('E_DENIED', `${path} is outside the allowed root ${root} (pass --root to allow another directory)`);
-  }
+  if (!isInside(root, full)) throw outside();
   let fd: number;
   try {
     fd = openSync(full, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY);
