@@ -395,6 +395,18 @@ describe('knowledge_attach and knowledge_attach_file [ATT-1..3]', () => {
     expect(await s.ok('knowledge_resume', { id: receipt.attachmentId })).toEqual(receipt);
   });
 
+  it('takes chunks of the advertised limit (4 MiB) and inline evidence of 8 MiB', async () => {
+    const s = await connect(['--agent', 'bot']);
+    const bytes = Buffer.alloc(4 * 1024 * 1024 + 3, 7);
+    const decl = { request_id: randomUUID(), filename: 'big.bin', size: bytes.length, sha256: sha(bytes) };
+    expect((await s.ok('knowledge_attach', { ...decl, offset: 0, data_base64: bytes.subarray(0, 4 * 1024 * 1024).toString('base64') })).received).toBe(4 * 1024 * 1024);
+    const receipt = await s.ok('knowledge_attach', { ...decl, offset: 4 * 1024 * 1024, data_base64: bytes.subarray(4 * 1024 * 1024).toString('base64') });
+    expect(readFileSync(join(vault, receipt.path)).equals(bytes)).toBe(true);
+    const evidence = Buffer.alloc(8 * 1024 * 1024, 9);
+    const pub = await s.ok('knowledge_publish_batch', { records: [{ kind: 'claim', claim_kind: 'fact', title: 'Big evidence' }], evidence: [{ name: 'e.bin', base64: evidence.toString('base64') }] });
+    expect(pub.evidence[0]).toMatchObject({ sha256: sha(evidence), size: evidence.length });
+  });
+
   it('attaches a regular file inside the workspace root; outside the root is E_DENIED, a symlink E_VALIDATION', async () => {
     const ws = join(sb.dir, 'ws');
     mkdirSync(join(ws, 'docs'), { recursive: true });

@@ -98,6 +98,12 @@ describe('inline evidence', () => {
   it('refuses base64 with bad characters, whitespace or padding instead of silently dropping bytes', () => {
     for (const bad of ['ab$d', 'YWJj ZA==', 'YWJjZA=', 'Y']) expect(codeOf(() => decodeBase64(bad, 'x')), bad).toBe('E_VALIDATION');
     expect(decodeBase64('', 'x')).toEqual(Buffer.alloc(0));
+    // The largest the tools accept (a 4 MiB chunk, 8 MiB of evidence), and past them: no stack overflow on the way.
+    for (const size of [4 * 1024 * 1024, 8 * 1024 * 1024, 8 * 1024 * 1024 + 2]) {
+      const bytes = Buffer.alloc(size, 7);
+      expect(decodeBase64(bytes.toString('base64'), 'x').equals(bytes), String(size)).toBe(true);
+      expect(codeOf(() => decodeBase64(`${bytes.toString('base64')} `, 'x')), String(size)).toBe('E_VALIDATION');
+    }
   });
 
   it('refuses two items of one name, directories in names, and items with both or neither of text/base64', () => {
