@@ -129,16 +129,16 @@ export async function readHistory(
       WHERE p.publication_id = ? AND json_extract(j.value, '$.path') = ? LIMIT 1`,
   ).pluck();
   // A deleted record's file restored by hand at another path (a scan added it): its last path before it was deleted, once.
-  let tombstone = db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck().get(rec.id) as string | undefined;
+  let tombstoneAsked = false;
   /** Where the record lived before the version that added its file at `v.path`; null when nowhere known. */
   const formerPathOf = (v: SegmentVersion): string | null => {
     let before: unknown;
     if (v.publicationId) before = publishedFrom.get(v.publicationId, v.path);
     else if (v.scanId) {
       before = renamedFrom.get(v.scanId, v.path);
-      if (typeof before !== 'string' && tombstone !== undefined) {
-        before = tombstone;
-        tombstone = undefined;
+      if (typeof before !== 'string' && !tombstoneAsked) {
+        tombstoneAsked = true;
+        before = db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck().get(rec.id);
       }
     }
     return typeof before === 'string' ? before : null;
@@ -166,21 +166,6 @@ export async function readHistory(
     path = before;
   }
   return { ...base, versions: versions.map(({ added: _added, ...v }) => v), git };
-}
-
-/**
- * A scan's commit subject names the partitions it touched, with counts
- * (scan/plan.ts subjectFor). Shown to a caller who may not read some of
- * them, it names only those it may read, without counts, which would count
- * the others' files too [SURF-3]. Other subjects are left as they are.
- */
-export function subjectForReader(subject: string, mayReadPartition: (partition: string) => boolean): string {
-  const m = /^(Baseline of|External edits in) (.+?): (\d+ (?:added|modified|renamed|deleted)(?:, \d+ (?:added|modified|renamed|deleted))*)$/.exec(subject);
-  if (!m) return subject;
-  const named = m[2]!.split(', ');
-  if (named.every(mayReadPartition)) return subject;
-  const shown = named.filter(mayReadPartition);
-  return `${m[1]} ${[...shown, shown.length > 0 ? 'partitions you cannot read' : 'a partition you cannot read'].join(' and ')}`;
 }
 
 /** Renames recorded by scans followed, at most, for one history. */

@@ -130,13 +130,15 @@ export function isEmptyPlan(plan: ScanPlan): boolean {
   return plan.added.length + plan.modified.length + plan.deleted.length + plan.renamed.length === 0;
 }
 
+const CHANGES = ['added', 'modified', 'renamed', 'deleted'] as const;
+const COUNT = `\\d+ (?:${CHANGES.join('|')})`;
+/** subjectFor's shape, read back: its lead words, the partitions it names, its counts. */
+const SUBJECT_RE = new RegExp(`^(Baseline of|External edits in) (.+?): (${COUNT}(?:, ${COUNT})*)$`);
+
 /** The checkpoint's commit subject: a baseline, or the counts of outside edits per partition. */
 export function subjectFor(plan: ScanPlan, baselined: readonly string[]): string {
   const parts: string[] = [];
-  if (plan.added.length) parts.push(`${plan.added.length} added`);
-  if (plan.modified.length) parts.push(`${plan.modified.length} modified`);
-  if (plan.renamed.length) parts.push(`${plan.renamed.length} renamed`);
-  if (plan.deleted.length) parts.push(`${plan.deleted.length} deleted`);
+  for (const change of CHANGES) if (plan[change].length) parts.push(`${plan[change].length} ${change}`);
   const touched = new Set<string>();
   for (const p of [...plan.added, ...plan.modified, ...plan.deleted, ...plan.renamed.flatMap((r) => [r.from, r.to])]) {
     touched.add(partitionOfPath(p) ?? 'vault');
@@ -144,4 +146,18 @@ export function subjectFor(plan: ScanPlan, baselined: readonly string[]): string
   const where = [...touched].sort().join(', ');
   if (baselined.length > 0 && [...touched].every((p) => baselined.includes(p))) return `Baseline of ${where}: ${parts.join(', ')}`;
   return `External edits in ${where}: ${parts.join(', ')}`;
+}
+
+/**
+ * A scan's commit subject (subjectFor) as a caller who may not read every
+ * partition it names sees it: only those it may read, without counts, which
+ * would count the others' files too [SURF-3]. Other subjects are left as they are.
+ */
+export function subjectForReader(subject: string, mayReadPartition: (partition: string) => boolean): string {
+  const m = SUBJECT_RE.exec(subject);
+  if (!m) return subject;
+  const named = m[2]!.split(', ');
+  if (named.every(mayReadPartition)) return subject;
+  const shown = named.filter(mayReadPartition);
+  return `${m[1]} ${[...shown, shown.length > 0 ? 'partitions you cannot read' : 'a partition you cannot read'].join(' and ')}`;
 }
