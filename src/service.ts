@@ -29,7 +29,7 @@ import { diffVersions, readHistory } from './read/history.js';
 import { subjectForReader } from './scan/plan.js';
 import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
 import { checkStartRequest } from './attach/request.js';
-import { appendChunk, loadAttachment, startUpload, statusOf } from './attach/upload.js';
+import { appendChunk, loadAttachment, startUpload, statusOf, sweepCompletedParts } from './attach/upload.js';
 import { completeUpload } from './attach/complete.js';
 import { uploadFile } from './attach/from-file.js';
 import { attachmentActivity, attachmentReceipt } from './attach/receipt.js';
@@ -67,7 +67,10 @@ export class KnowledgeService {
   static open(storeDir: string, opts: ServiceOptions): KnowledgeService {
     const store = openStore(storeDir, { write: opts.write, command: opts.command, env: opts.env });
     const svc = new KnowledgeService(store, opts.git);
-    if (store.writer) svc.recoverJournaled();
+    if (store.writer) {
+      svc.recoverJournaled();
+      if (store.settings.writesEnabled) sweepCompletedParts(store);
+    }
     return svc;
   }
 

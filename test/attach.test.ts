@@ -277,6 +277,89 @@ describe('content addressing: the same bytes attached twice are one source', () 
   });
 });
 
+describe('the same bytes again, after the retained original was deleted or a crash left it behind', () => {
+  const sourceDir = (r: { sourceId: string }) => join(vault, 'private', 'evidence', r.sourceId.slice(4, 6), r.sourceId);
+
+  it('attaching them again puts the original back where the source says it is', () => {
+    write('a.txt', 'kept out of sight\n');
+    write('b.txt', 'kept out of sight\n');
+    const first = attach(['a.txt']).receipt;
+    rmSync(join(vault, first.path));
+    const second = attach(['b.txt']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.receipt).toMatchObject({ sourceId: first.sourceId, path: first.path, newSource: false });
+    expect(readFileSync(join(vault, first.path), 'utf8')).toBe('kept out of sight\n');
+    expect(readdirSync(sourceDir(first))).toEqual(['a.txt']);
+    expect(partFiles()).toEqual([]);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+  });
+
+  it('an original kept out of history (its only copy) is put back too', () => {
+    const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(64, 7)]);
+    write('p.png', png);
+    const first = attach(['p.png']).receipt;
+    expect(first.inHistory).toBe(false);
+    rmSync(join(vault, first.path));
+    const second = attach(['p.png']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(readFileSync(join(vault, first.path)).equals(png)).toBe(true);
+  });
+
+  it('publishing them again as --evidence puts the original back too', () => {
+    write('ev.txt', 'evidence deleted by hand\n');
+    write('p.md', '---\nkind: claim\nclaim_kind: fact\ntitle: First cite\n---\n');
+    write('q.md', '---\nkind: claim\nclaim_kind: fact\ntitle: Second cite\n---\n');
+    const pub = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'p.md']).stdout);
+    rmSync(join(vault, pub.evidence[0].path));
+    const again = cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'q.md']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).evidence[0]).toMatchObject({ sourceId: pub.evidence[0].sourceId, path: pub.evidence[0].path });
+    expect(readFileSync(join(vault, pub.evidence[0].path), 'utf8')).toBe('evidence deleted by hand\n');
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+  });
+
+  it('a request killed after its install, overtaken by another with the same bytes, completes on retry without leaving a copy behind', () => {
+    write('a.txt', 'raced bytes\n');
+    write('b.txt', 'raced bytes\n');
+    const rid = '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d';
+    const killed = attach(['--request-id', rid, 'a.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-install' });
+    expect(killed.code, killed.stderr).toBeNull();
+    const other = attach(['b.txt']);
+    expect(other.code, other.stderr).toBe(0);
+    const retry = attach(['--request-id', rid, 'a.txt']);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
+    expect(readdirSync(sourceDir(other.receipt))).toEqual(['b.txt']);
+    expect(readFileSync(join(vault, other.receipt.path), 'utf8')).toBe('raced bytes\n');
+    expect(partFiles()).toEqual([]);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+  });
+
+  it('the same, when both requests name the same file', () => {
+    write('a.txt', 'raced bytes, one name\n');
+    const rid = '8b7c6d5e-4f3a-4b2c-8d9e-0f1a2b3c4d5e';
+    const killed = attach(['--request-id', rid, 'a.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-install' });
+    expect(killed.code, killed.stderr).toBeNull();
+    const other = attach(['a.txt']);
+    expect(other.code, other.stderr).toBe(0);
+    const retry = attach(['--request-id', rid, 'a.txt']);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
+    expect(readdirSync(sourceDir(other.receipt))).toEqual(['a.txt']);
+  });
+
+  it('a partial file left by a kill after a duplicate was acknowledged is removed by the next writer', () => {
+    write('a.txt', 'duplicate bytes\n');
+    expect(attach(['a.txt']).code).toBe(0);
+    const killed = attach(['a.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-acknowledge' });
+    expect(killed.code, killed.stderr).toBeNull();
+    expect(partFiles()).toHaveLength(1);
+    write('p.md', '---\nkind: page\ntitle: Any write\n---\n');
+    expect(cli(sb, ['publish', '--store', 'st', 'p.md']).code).toBe(0);
+    expect(partFiles()).toEqual([]);
+  });
+});
+
 describe('[ATT-1, ATT-2] the chunk protocol (core service)', () => {
   const data = Buffer.from('0123456789abcdefghijklmnopqrstuvwxyz'.repeat(100)); // 3600 bytes
   const start = (s: KnowledgeService, over: Record<string, unknown> = {}) =>

@@ -93,11 +93,13 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const pdir = partitionDir(partition);
   const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(row.filename));
   const target = join(store.paths.vault, path);
+  const kept = existing ? join(store.paths.vault, existing.path) : null;
   // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
-  for (const rel of [path, descriptorPath, `${dir}/.gitignore`]) requireWritable(store.paths.vault, rel, { hash: false });
-  // Where the bytes are: the partial file, or (after a crash between rename and acknowledgement) the installed original.
-  const installed = !existing && !existsSync(part) && existsSync(target);
-  const from = installed ? target : part;
+  for (const rel of [path, descriptorPath, `${dir}/.gitignore`, ...(existing ? [existing.path] : [])]) requireWritable(store.paths.vault, rel, { hash: false });
+  // Where the bytes are: the partial file or, after a crash between rename and acknowledgement, the original
+  // this request installed — or the source's, if another request with the same bytes was acknowledged meanwhile.
+  const from = [part, target, ...(kept ? [kept] : [])].find((p) => existsSync(p)) ?? part;
+  const installed = from !== part;
   if (!existsSync(from) && row.size === 0) mkEmpty(store, row);
 
   const media = detectMedia(row.filename, readHead(from, row.attachment_id), row.declared_media_type ?? undefined);
@@ -122,13 +124,16 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     );
   }
 
-  if (existing) {
-    // Same bytes already retained in this partition: one source, one more attribution.
+  if (existing && kept) {
+    // Same bytes already retained in this partition: one source, one more attribution. Its original,
+    // deleted by hand (for one kept out of history, the only copy), is put back from the verified bytes.
+    if (!existsSync(kept)) installOriginal(store, from, kept);
     const done = acknowledge(store, row, {
       sourceId, path: existing.path, descriptorPath: existing.descriptor_path, gitignorePath: null,
       mediaType: existing.media_type, inHistory: existing.in_history === 1, isNew: false,
     }, null, now);
-    removeQuietly(part);
+    // A verified copy left over (the partial file, or this request's own install under another name).
+    if (existsSync(from) && from !== kept) removeDurably(from);
     return done;
   }
 
@@ -162,6 +167,11 @@ function installOriginal(store: Store, part: string, target: string): void {
   renameSync(part, target);
   fsyncDir(dirname(target));
   fsyncDir(dirname(part));
+}
+
+function removeDurably(path: string): void {
+  removeQuietly(path);
+  fsyncDir(dirname(path));
 }
 
 /** The batch that first put this source's descriptor in the outbox: where its bytes are in history. */

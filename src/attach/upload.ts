@@ -4,12 +4,15 @@
  * its own short transaction, so an interrupted upload resumes at `received`
  * and a retried chunk is never stored twice.
  */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { DB } from '../store/db.js';
 import type { Store } from '../store/store.js';
 import { crashPoint } from '../faults.js';
 import { newAttachmentId, planChunk } from './request.js';
-import { closePart, openPart, partPath, readPartAt, removeQuietly, syncPart, writePart, type PartHandle } from './partial.js';
+import { fsyncDir } from '../fsutil.js';
+import { closePart, openPart, partPath, readPartAt, removeQuietly, syncPart, uploadsDir, writePart, type PartHandle } from './partial.js';
 import { dropDigest, feedDigest } from './running-digest.js';
 import { ioError } from './io-error.js';
 import { ATTACH_LIMITS, type AttachActor, type AttachmentStatus, type CheckedStart, type UploadState } from './types.js';
@@ -209,5 +212,33 @@ export function noteFailure(db: DB, attachmentId: string, reason: string, now: s
     db.prepare('UPDATE attachments SET failure = ?, updated_at = ? WHERE attachment_id = ?').run(reason, now, attachmentId);
   } catch {
     // A full disk may refuse even this; the error itself is what the caller sees.
+  }
+}
+
+/**
+ * Remove the partial files of uploads already completed: a kill after the
+ * acknowledgement of a duplicate (same bytes as an existing source) keeps its
+ * partial file, and nothing would retry that request. Run by each writer
+ * when it opens the store; best effort (an error leaves the file for the next).
+ */
+export function sweepCompletedParts(store: Store): void {
+  const dir = uploadsDir(store);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return; // no uploads yet
+  }
+  const completed = store.db.prepare("SELECT 1 FROM attachments WHERE attachment_id = ? AND state = 'completed'").pluck();
+  let removed = 0;
+  for (const name of names) {
+    const m = /^(.+)\.part$/.exec(name);
+    if (m && completed.get(m[1]) !== undefined) {
+      removeQuietly(join(dir, name));
+      removed++;
+    }
+  }
+  if (removed > 0) {
+    try { fsyncDir(dir); } catch { /* best effort */ }
   }
 }

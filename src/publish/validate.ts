@@ -4,7 +4,7 @@
  * and the disk; writes nothing.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { lstatSync } from 'node:fs';
+import { existsSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -129,6 +129,9 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
         sourceId, sha256: sha, size: existing.size, mediaType: existing.media_type, path: existing.path,
         descriptorPath: existing.descriptor_path, inHistory: existing.in_history === 1, attribution: ev.attribution ?? '', isNew: false,
       };
+      // Its original deleted by hand (for one kept out of history, the only copy): installed again from these
+      // bytes, and not queued — the same bytes are in history already, or are kept out of it [GIT-9].
+      if (!existsSync(join(store.paths.vault, existing.path))) addFile(existing.path, ev.bytes, false, null);
     } else {
       const media = detectMedia(ev.name, ev.bytes.subarray(0, 64), ev.mediaType);
       const inHistory = belongsInHistory(ev.bytes.length, media);
