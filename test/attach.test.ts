@@ -5,7 +5,7 @@ import { spawnSync, execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import YAML from 'yaml';
-import { makeSandbox, storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { makeSandbox, storeSandbox, cli, cliPath, userGit, canMountTmpfs, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { isKnowledgeError } from '../src/errors.js';
 
@@ -601,16 +601,7 @@ describe('[ATT-1, ATT-2, GIT-6] an attachment killed mid-upload or mid-install i
   }
 });
 
-/**
- * A real full disk: a small tmpfs mounted in a private mount namespace
- * (unshare -rm). Where the machine does not allow that, the test says so
- * and is skipped.
- */
-const canMount = (() => {
-  const r = spawnSync('unshare', ['-rm', 'sh', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d" && rmdir "$d"'], { encoding: 'utf8' });
-  if (r.status !== 0) console.warn(`skipping the full-disk test: cannot mount a tmpfs in a private namespace here (${(r.stderr || String(r.error)).trim()})`);
-  return r.status === 0;
-})();
+const canMount = canMountTmpfs('the full-disk test');
 
 describe('a disk that fills up mid-upload', () => {
   it.skipIf(!canMount)('is a clean E_IO with nothing in the partitions, and the same request resumes once there is room', () => {

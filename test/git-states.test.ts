@@ -1,8 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { storeSandbox, cli, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, canMountTmpfs, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 
 /**
@@ -215,6 +216,42 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
     }
     const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
     expect(JSON.parse(cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']).stdout).git.state).toBe('committed');
+  });
+});
+
+const canMount = canMountTmpfs('the full-repository-disk test');
+
+describe('[GIT-18] a full disk under the repository', () => {
+  it.skipIf(!canMount)('is pending disk-full (not malformed: nothing is damaged); once there is room, resume commits once', () => {
+    publish();
+    // 3 MiB of random text (about 2.3 MiB compressed) into a repository whose objects live on a 1 MiB tmpfs.
+    writeFileSync(join(sb.dir, 'big.txt'), randomBytes(3 * 1024 * 1024).toString('base64').slice(0, 3 * 1024 * 1024));
+    writeFileSync(join(sb.dir, 'c.md'), '---\nkind: claim\nclaim_kind: fact\ntitle: Cites a big file\n---\n');
+    const k = `${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)}`;
+    const script = [
+      'set -u',
+      'cp -a st/vault/.git/objects objects.copy',
+      'mount -t tmpfs -o size=1m tmpfs st/vault/.git/objects || exit 90',
+      'cp -a objects.copy/. st/vault/.git/objects/ || exit 91',
+      `${k} publish --store st --json --evidence big.txt c.md >out1 2>err1; echo $? >code1`,
+      'mount -o remount,size=64m st/vault/.git/objects || exit 92',
+      `id=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync("out1","utf8")).publicationId)') || exit 93`,
+      `${k} resume --store st --json "$id" >out2 2>err2; echo $? >code2`,
+      'git -C st/vault log --format=%s main >log2 2>&1',
+      'git -C st/vault fsck --connectivity-only >fsck2 2>&1; echo $? >>fsck2',
+      'exit 0',
+    ].join('\n');
+    const r = spawnSync('unshare', ['-rm', 'sh', '-c', script], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const read = (f: string) => readFileSync(join(sb.dir, f), 'utf8');
+    expect(read('code1').trim(), read('err1')).toBe('0'); // accepted: its files are installed [GIT-15]
+    const first = JSON.parse(read('out1')) as Receipt;
+    expect(first.git).toMatchObject({ state: 'pending', code: 'disk-full' });
+    expect(first.git.reason).toMatch(/disk .*full/i);
+    expect(read('code2').trim(), read('err2')).toBe('0');
+    expect(JSON.parse(read('out2')).git.state).toBe('committed');
+    expect(read('log2').trim().split('\n')).toHaveLength(2);
+    expect(read('fsck2').trim().split('\n').pop()).toBe('0');
   });
 });
 

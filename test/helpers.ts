@@ -112,3 +112,14 @@ export function racingGit(sb: Sandbox, cwd: string, action: string): { wrapper: 
   writeFileSync(trigger, '');
   return { wrapper, ran: () => !existsSync(trigger) };
 }
+
+/**
+ * Whether a real full disk can be made: a small tmpfs mounted in a private
+ * mount namespace (unshare -rm). Where the machine does not allow that, it
+ * says so (for `what`, the test that is then skipped).
+ */
+export function canMountTmpfs(what: string): boolean {
+  const r = spawnSync('unshare', ['-rm', 'sh', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d" && rmdir "$d"'], { encoding: 'utf8' });
+  if (r.status !== 0) console.warn(`skipping ${what}: cannot mount a tmpfs in a private namespace here (${(r.stderr || String(r.error)).trim()})`);
+  return r.status === 0;
+}

@@ -17,7 +17,7 @@
  */
 import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { classifyGitFailure, firstLine, type GitResult, type GitRunner } from './runner.js';
+import { classifyGitFailure, firstLine, pendingCodeOfErrno, type GitResult, type GitRunner } from './runner.js';
 import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
 import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, modesDependOnFileMode, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
@@ -734,7 +734,7 @@ async function writeExclude(gitDir: string): Promise<{ ok: true } | { ok: false;
     await writeFileDurably(join(gitDir, 'info'), 'exclude', EXCLUDE_LINES.join('\n') + '\n');
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    return { ok: false, code: err.code === 'EACCES' ? 'permission' : 'git-error', reason: `writing .git/info/exclude: ${err.message}` };
+    return { ok: false, code: pendingCodeOfErrno(err), reason: `writing .git/info/exclude: ${err.message}` };
   }
   return { ok: true };
 }

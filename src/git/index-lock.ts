@@ -22,6 +22,7 @@
 import { copyFile, link, open, readFile, realpath, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
+import { pendingCodeOfErrno } from './runner.js';
 
 const MARKER = 'knowledge-index-lock';
 
@@ -53,13 +54,10 @@ export interface HeldIndexLock {
 /** Locks this process left held for an index update still owed (`abandon`): its own, yet stale. */
 const abandoned = new Set<string>();
 
-export type IndexLockResult = { ok: true; lock: HeldIndexLock } | { ok: false; code: 'locked' | 'permission' | 'git-error'; reason: string };
+export type IndexLockResult = { ok: true; lock: HeldIndexLock } | { ok: false; code: 'locked' | ReturnType<typeof pendingCodeOfErrno>; reason: string };
 
 /** The pending code of a failure to create or take over the lock file. */
-function lockFailureCode(err: unknown): 'permission' | 'git-error' {
-  const code = (err as NodeJS.ErrnoException).code;
-  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'permission' : 'git-error';
-}
+const lockFailureCode = pendingCodeOfErrno;
 
 function markerText(): string {
   return `${MARKER} ${process.pid} ${processStartTicks(process.pid) ?? '-'}\n`;

@@ -332,6 +332,14 @@ export function firstLine(s: string): string {
  * matters: a ref lock failure also says "cannot lock ref", so locks are
  * recognised before a moved branch.
  */
+/** The pending code of a file-system error Knowledge itself met in `.git` (a lock file, info/exclude). */
+export function pendingCodeOfErrno(err: unknown): 'permission' | 'disk-full' | 'git-error' {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') return 'permission';
+  if (code === 'ENOSPC' || code === 'EDQUOT') return 'disk-full';
+  return 'git-error';
+}
+
 export function classifyGitFailure(stderr: string, timedOut: boolean): { code: PendingCode; reason: string } {
   const line = firstLine(stderr);
   const say = (code: PendingCode, sentence: string) => ({
@@ -340,6 +348,10 @@ export function classifyGitFailure(stderr: string, timedOut: boolean): { code: P
   });
   if (timedOut) return say('timeout', 'git did not finish in time');
   const s = stderr;
+  // First: fast-import out of room also says "(disk corruption?)" about its own cut-short pack.
+  if (/No space left on device|Out of diskspace|Disk quota exceeded/i.test(s)) {
+    return say('disk-full', 'the disk holding the repository is full (nothing is damaged); free space, then resume');
+  }
   if (/Unable to create '[^']*\.lock': File exists/.test(s) || s.includes('index.lock')) {
     return say('locked', 'the repository is locked by another git process (remove a stale lock yourself)');
   }

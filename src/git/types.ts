@@ -14,6 +14,7 @@ export type PendingCode =
   | 'unmerged'
   | 'malformed'
   | 'permission'
+  | 'disk-full'
   | 'dubious-ownership'
   | 'branch-moved'
   | 'not-vault-root'

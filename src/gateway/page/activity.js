@@ -21,6 +21,7 @@ const HINTS = {
   unmerged: 'The vault repository has unmerged paths. Resolve them, then press Retry.',
   malformed: 'The vault repository looks damaged. Inspect it with git fsck; Knowledge never repairs or re-initialises .git.',
   permission: 'Knowledge may not write the vault repository. Fix the permissions of vault/.git, then press Retry.',
+  'disk-full': 'The disk holding the vault repository is full. Free some space, then press Retry.',
   'dubious-ownership': 'Git refuses a repository owned by another user. Run Knowledge as the owner of the vault, then press Retry.',
   'branch-moved': 'The branch moved while Knowledge was committing. Press Retry.',
   'not-vault-root': 'The repository found is not rooted at the vault.',
