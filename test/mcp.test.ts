@@ -280,6 +280,20 @@ describe('knowledge_publish_batch', () => {
     expect(s.stderr()).toContain('E_TOO_LARGE');
     expect((await s.ok('knowledge_remember', { claim: 'Still here', source_text: 'yes' })).git.state).toBe('committed');
   });
+
+  it('the refusal answers the request id wherever the client put it, here between the method and huge params', async () => {
+    const child = spawn(process.execPath, [cliPath, 'mcp', '--store', store, '--agent', 'bot'], { cwd: sb.dir, env: sb.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const answered = new Promise<void>((resolve) => child.stdout!.on('data', () => out.includes('\n') && resolve()));
+    const big = `{"jsonrpc":"2.0","method":"tools/call","id":"req-in-the-middle","params":{"name":"knowledge_publish_batch","arguments":{"records":[{"kind":"page","title":"x"}],"evidence":[{"name":"a","text":"${'x'.repeat(17 * 1024 * 1024)}"}]}}}\n`;
+    child.stdin!.write(big);
+    await answered;
+    const reply = JSON.parse(out.split('\n')[0]!);
+    expect(reply).toMatchObject({ jsonrpc: '2.0', id: 'req-in-the-middle', error: { data: { code: 'E_TOO_LARGE' } } });
+    child.stdin!.end();
+  });
 });
 
 describe('parity: the CLI and the tool give the same receipt for the same request (STYLE habit 11)', () => {

@@ -8,20 +8,18 @@
  */
 import { Transform, type TransformCallback } from 'node:stream';
 
-const KEEP = 512;
 
 export interface OversizedLine {
   /** Length of the discarded line in bytes (without its newline). */
   bytes: number;
-  /** Its first and last bytes, to find the request id. */
-  head: Buffer;
-  tail: Buffer;
+  /** Its top-level JSON-RPC id, found as it streamed (undefined: none, so no one to answer). */
+  id: string | number | undefined;
 }
 
 export class LineLimit extends Transform {
   private pending: Buffer[] = [];
   private pendingBytes = 0;
-  private discarding: { bytes: number; head: Buffer; tail: Buffer } | null = null;
+  private discarding: { bytes: number; id: TopLevelId } | null = null;
 
   constructor(private readonly limit: number, private readonly onOversized: (line: OversizedLine) => void) {
     super();
@@ -39,18 +37,15 @@ export class LineLimit extends Transform {
         const sofar = Buffer.concat([...this.pending, piece]);
         this.pending = [];
         this.pendingBytes = 0;
-        this.discarding = { bytes: 0, head: Buffer.alloc(0), tail: Buffer.alloc(0) };
+        this.discarding = { bytes: 0, id: new TopLevelId() };
         this.discard(sofar);
       } else {
         this.pending.push(piece);
         this.pendingBytes += piece.length;
       }
       if (nl === -1) break;
-      if (this.discarding) {
-        const { bytes, head, tail } = this.discarding;
-        this.discarding = null;
-        this.onOversized({ bytes, head, tail });
-      } else {
+      if (this.discarding) this.reportDiscarded();
+      else {
         this.pending.push(Buffer.from('\n'));
         this.push(Buffer.concat(this.pending));
         this.pending = [];
@@ -62,11 +57,8 @@ export class LineLimit extends Transform {
   }
 
   override _flush(cb: TransformCallback): void {
-    if (this.discarding) {
-      const { bytes, head, tail } = this.discarding;
-      this.discarding = null;
-      this.onOversized({ bytes, head, tail });
-    } else if (this.pendingBytes > 0) {
+    if (this.discarding) this.reportDiscarded();
+    else if (this.pendingBytes > 0) {
       this.push(Buffer.concat(this.pending));
     }
     cb();
@@ -74,31 +66,123 @@ export class LineLimit extends Transform {
 
   private discard(piece: Buffer): void {
     const d = this.discarding!;
-    if (d.head.length < KEEP) d.head = Buffer.concat([d.head, piece.subarray(0, KEEP - d.head.length)]);
-    const tail = Buffer.concat([d.tail, piece]);
-    d.tail = tail.length > KEEP ? Buffer.from(tail.subarray(tail.length - KEEP)) : tail;
+    d.id.feed(piece);
     d.bytes += piece.length;
+  }
+
+  private reportDiscarded(): void {
+    const { bytes, id } = this.discarding!;
+    this.discarding = null;
+    this.onOversized({ bytes, id: id.id });
   }
 }
 
-const ID = String.raw`(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")`;
-/** Clients that put the id last (the TypeScript SDK: `{"method":…,"params":…,"jsonrpc":"2.0","id":7}`). */
-const ID_AT_END = new RegExp(String.raw`"id"\s*:\s*${ID}\s*\}\s*$`);
-/** Clients that put it first (`{"jsonrpc":"2.0","id":7,"method":…`). */
-const ID_AT_START = new RegExp(String.raw`^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*${ID}`);
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+/** Longest raw key or id text kept: a longer one is not the request id (ids are short). */
+const KEY_MAX = 16;
+const VALUE_MAX = 512;
 
 /**
- * The JSON-RPC id of a message known only by its first and last bytes, or
- * undefined when it cannot be told (then there is no one to answer). Only the
- * top-level id qualifies: the closing brace of the message must follow it, or
- * it must open the message.
+ * The top-level "id" of one JSON object fed in pieces, in constant memory:
+ * a scanner that tracks only nesting and strings, wherever the key stands
+ * (first, last, or between a method and huge params). Only a string or
+ * number qualifies; with the key twice, the last wins (as in JSON.parse).
  */
-export function requestIdOf(head: Buffer, tail: Buffer): string | number | undefined {
-  const m = ID_AT_END.exec(tail.toString('utf8')) ?? ID_AT_START.exec(head.toString('utf8'));
-  if (!m) return undefined;
-  try {
-    return JSON.parse(m[1]!) as string | number;
-  } catch {
-    return undefined;
+export class TopLevelId {
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  /** At depth 1, the next string is a key. */
+  private expectKey = false;
+  /** Raw bytes of the depth-1 key being read (null: not a key, or too long). */
+  private key: number[] | null = null;
+  private readingKey = false;
+  private keyIsId = false;
+  /** Raw bytes of the id's value being read. */
+  private value: number[] | null = null;
+  private found: string | number | undefined;
+
+  get id(): string | number | undefined {
+    return this.found;
+  }
+
+  feed(buf: Buffer): void {
+    for (let i = 0; i < buf.length; i++) {
+      const c = buf[i]!;
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === BACKSLASH) this.escaped = true;
+        else if (c === QUOTE) {
+          this.inString = false;
+          if (this.readingKey) this.endKey();
+        }
+        if (this.inString && this.readingKey && this.key) {
+          if (this.key.length < KEY_MAX) this.key.push(c);
+          else this.key = null;
+        }
+        this.keep(c);
+        continue;
+      }
+      if (this.value && this.depth === 1 && (c === 0x2c || c === 0x7d)) this.endValue(); // ',' or '}' ends it
+      this.keep(c);
+      switch (c) {
+        case QUOTE:
+          this.inString = true;
+          this.readingKey = this.depth === 1 && this.expectKey;
+          if (this.readingKey) {
+            this.key = [];
+            this.expectKey = false;
+          }
+          break;
+        case 0x7b: // {
+          this.depth++;
+          if (this.depth === 1) this.expectKey = true;
+          break;
+        case 0x5b: // [
+          this.depth++;
+          break;
+        case 0x7d: // }
+        case 0x5d: // ]
+          this.depth--;
+          break;
+        case 0x2c: // ,
+          if (this.depth === 1) this.expectKey = true;
+          break;
+        case 0x3a: // :
+          if (this.depth === 1 && this.keyIsId) this.value = [];
+          this.keyIsId = false;
+          break;
+      }
+    }
+  }
+
+  private keep(c: number): void {
+    if (!this.value) return;
+    if (this.value.length < VALUE_MAX) this.value.push(c);
+    else this.value = null; // too long for an id
+  }
+
+  private endKey(): void {
+    this.readingKey = false;
+    this.keyIsId = false;
+    if (!this.key) return;
+    try {
+      this.keyIsId = JSON.parse(`"${Buffer.from(this.key).toString('utf8')}"`) === 'id';
+    } catch {
+      // not a valid key: not the id
+    }
+    this.key = null;
+  }
+
+  private endValue(): void {
+    const text = Buffer.from(this.value!).toString('utf8');
+    this.value = null;
+    try {
+      const v = JSON.parse(text) as unknown;
+      if (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) this.found = v;
+    } catch {
+      // not a JSON value: no id to answer
+    }
   }
 }

@@ -35,7 +35,7 @@ import { Registry, knowledgeHome } from '../store/registry.js';
 import { bindAgentOnLaunch, requireAgentAllowed, type AgentCaller } from './identity.js';
 import { TOOLS, type ToolContext, type ToolDefinition } from './tools.js';
 import { argumentsError, toolError, toolSuccess, type ToolResult } from './results.js';
-import { LineLimit, requestIdOf } from './line-limit.js';
+import { LineLimit } from './line-limit.js';
 import { MCP_LIMITS } from './schemas.js';
 
 export const SERVER_NAME = 'knowledge';
@@ -160,7 +160,7 @@ export async function runMcpServer(opts: McpOptions, io: McpIo = { stdin: proces
 
   const server = buildServer(opts);
   const limited = new LineLimit(MCP_LIMITS.messageBytes, (line) => {
-    const id = requestIdOf(line.head, line.tail);
+    const id = line.id;
     const message = `E_TOO_LARGE: a request of ${line.bytes} bytes is larger than the limit of ${MCP_LIMITS.messageBytes}; send large originals with knowledge_attach (chunks) or knowledge_attach_file`;
     io.stderr(`knowledge mcp: refused ${message}\n`);
     if (id === undefined) return;
