@@ -599,6 +599,35 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(await pathOf()).toEqual(['3:private/restored/plan.md', `3:${third.path}`, `2:${second.path}`, `1:${first.path}`]);
   });
 
+  it('a hand-made file in another partition claiming a deleted record\'s id is not indexed: the id keeps its owner and history', async () => {
+    const first = publish([{ id: 'rec-owned', title: 'Owned', body: 'v1' }]).records[0]!;
+    const text = readFileSync(join(vault, first.path));
+    rmSync(join(vault, first.path));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    mkdirSync(join(vault, 'conversations/c-other'), { recursive: true });
+    writeFileSync(join(vault, 'conversations/c-other/owned.md'), text);
+    const r = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const diags = (JSON.parse(r.stdout) as { diagnostics: Array<{ path: string; code: string; reason: string }> }).diagnostics;
+    expect(diags.filter((d) => d.code === 'duplicate-id')).toEqual([
+      { path: 'conversations/c-other/owned.md', code: 'duplicate-id', reason: expect.stringMatching(/^record id rec-owned belongs to a deleted record of another partition/) },
+    ]);
+    const s = reader();
+    expect(() => s.readRecord(OP, 'rec-owned')).toThrow(/deleted/);
+    expect((await s.recordHistory(OP, 'rec-owned')).versions.map((v) => `${v.revision}:${v.path}`)).toEqual([`1:${first.path}`]);
+    // Put back in its own partition, it is the record again, with its history.
+    writeFileSync(join(vault, first.path), text);
+    rmSync(join(vault, 'conversations/c-other/owned.md'));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    expect(s.readRecord(OP, 'rec-owned').record.path).toBe(first.path);
+    // Live again, it may move to another partition in one scan like any record.
+    mkdirSync(join(vault, 'conversations/c-moved'), { recursive: true });
+    renameSync(join(vault, first.path), join(vault, 'conversations/c-moved/owned.md'));
+    const moved = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout) as { diagnostics: Array<{ code: string }> };
+    expect(moved.diagnostics.filter((d) => d.code === 'duplicate-id')).toEqual([]);
+    expect(s.readRecord(OP, 'rec-owned').record.path).toBe('conversations/c-moved/owned.md');
+  });
+
   it('a record whose file still exists is never taken for deleted: edited into invalid YAML, or its id now claimed twice', async () => {
     const bad = publish([{ id: 'rec-bad', title: 'Breaks', body: 'fine' }]).records[0]!.path;
     const dup = publish([{ id: 'rec-dup', title: 'Twice', body: 'once' }]).records[0]!.path;

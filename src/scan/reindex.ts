@@ -65,8 +65,13 @@ export class RecordIndexer {
       hasRec: db.prepare('SELECT 1 FROM records WHERE id = ?').pluck(),
       hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
       tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
+      tombstoneOf: db.prepare('SELECT partition FROM record_tombstones WHERE id = ?').pluck(),
     };
+    // Most scans (every baseline) have no deleted record to look up: skip the query per claim.
+    this.anyTombstone = db.prepare('SELECT 1 FROM record_tombstones LIMIT 1').get() !== undefined;
   }
+
+  private readonly anyTombstone: boolean;
 
   private note(id: string): void {
     this.touched(id);
@@ -121,10 +126,21 @@ export class RecordIndexer {
       case 'invalid':
         this.s.insDiag.run(path, partition, check.finding.code, check.finding.reason);
         return;
-      case 'record':
+      case 'record': {
         for (const f of check.findings) this.s.insDiag.run(path, partition, f.code, f.reason);
+        // A deleted record keeps its id (and history) in its partition, as a publication elsewhere is refused it [REC-4].
+        // The reason names no partition: an agent may read this one, not the other (one bit, README "Reading").
+        // A record live until this scan (moved here in it) or live now (then an ordinary duplicate) is not a deleted one.
+        const id = check.row.id;
+        const owner = this.anyTombstone && !this.released.has(id) ? (this.s.tombstoneOf.get(id) as string | undefined) : undefined;
+        if (owner !== undefined && owner !== check.row.partition && this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) {
+          this.s.insDiag.run(path, partition, 'duplicate-id',
+            `record id ${id} belongs to a deleted record of another partition (ids are unique across the store); this file is not indexed: give it another id`);
+          return;
+        }
         this.claim(check.row);
         return;
+      }
     }
   }
 
