@@ -910,6 +910,24 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(userGitRaw(sb, vault, ['cat-file', '-e', blob]).status).not.toBe(0);
   });
 
+  it('a name that is not UTF-8 beside one holding a real U+FFFD that decodes the same: the valid one is scanned once, the other reported', () => {
+    const raw = (...parts: Array<string | number[]>) => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+    const dir = join(vault, 'private');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(raw(dir, '/a', [0xef, 0xbf, 0xbd], '.md'), '# valid name\n'); // U+FFFD, valid UTF-8
+    writeFileSync(raw(dir, '/a', [0xff], '.md'), '# invalid name\n');
+    // Folders too, with the types crossed: the name that is not UTF-8 is an empty folder, the valid one holds a note.
+    mkdirSync(raw(dir, '/d', [0xff]));
+    mkdirSync(raw(dir, '/d', [0xef, 0xbf, 0xbd]));
+    writeFileSync(raw(dir, '/d', [0xef, 0xbf, 0xbd], '/n.md'), '# in the valid folder\n');
+    const r = scan();
+    expect(r.added).toEqual(['private/a\uFFFD.md', 'private/d\uFFFD/n.md']);
+    expect(codes(r).filter((c) => c.startsWith('invalid-name'))).toEqual(['invalid-name private/a\\xff.md', 'invalid-name private/d\\xff']);
+    expect(tree(r.git!.commit!)).toEqual(['"private/a\\357\\277\\275.md"', '"private/d\\357\\277\\275/n.md"']); // git quotes the bytes
+    appendFileSync(raw(dir, '/a', [0xef, 0xbf, 0xbd], '.md'), 'edited\n');
+    expect(scan().modified).toEqual(['private/a\uFFFD.md']);
+  });
+
   it('a submodule or clone inside a partition is another repository: not scanned, and its gitlink stays in the branch and the user\'s index', () => {
     put('private/real.md', record('real', 'Real'));
     expect(scan()).toMatchObject({ added: ['private/real.md'], git: { state: 'committed' } });

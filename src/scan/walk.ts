@@ -132,12 +132,18 @@ export function walkPartition(vault: string, pdir: string, sink: WalkSink, fs: W
     }
     let validOdd: Set<string> | null = null;
     const files: WalkFile[] = [];
-    for (const e of entries) {
+    for (const listed of entries) {
+      let e = listed;
       const name = e.name;
       if (name.includes('\uFFFD')) {
         // Node decodes names as UTF-8, replacing bad bytes with U+FFFD: look at the raw bytes once per folder.
         validOdd ??= oddNames(abs, relVault, sink);
-        if (!validOdd.has(name)) continue;
+        // Each valid name once: a name that is not UTF-8 may decode to the same string, and then this entry's
+        // type may be that other file's. The path names only the valid one, so its type is asked of the path.
+        if (!validOdd.delete(name)) continue;
+        const st = lstatSync(`${abs}/${name}`, LSTAT);
+        if (!st) continue;
+        e = { name, isFile: () => st.isFile(), isDirectory: () => st.isDirectory(), isSymbolicLink: () => st.isSymbolicLink() };
       }
       if (isIgnoredName(name)) continue;
       const childVault = `${relVault}/${name}`;
