@@ -137,7 +137,7 @@ describe('[GIT-8] the first scan of a partition commits a baseline', () => {
     expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
   });
 
-  it('a first scan that finds no file leaves the baseline to the first scan that does (missing, empty, or symlinked folder)', () => {
+  it('a first scan that reads no file leaves the baseline to the first scan that does (missing, empty, or symlinked folder, a file it does not read)', () => {
     const first = scan();
     expect(first).toMatchObject({ partitions: ['private'], baseline: false, baselined: [], added: [], git: null });
     expect(existsSync(join(vault, '.git'))).toBe(false);
@@ -152,6 +152,14 @@ describe('[GIT-8] the first scan of a partition commits a baseline', () => {
     expect(linked).toMatchObject({ baseline: false, baselined: [], added: [], git: null });
     expect(codes(linked)).toEqual(['symlink private']);
     rmSync(join(vault, 'private'));
+    // Only a file the scan does not read (over 256 MiB; unreadable and unstable ones alike): still no baseline.
+    mkdirSync(join(vault, 'private/notes'), { recursive: true });
+    put('private/notes/big.md', '');
+    truncateSync(join(vault, 'private/notes/big.md'), 300 * 1024 * 1024);
+    const unread = scan();
+    expect(unread).toMatchObject({ baseline: false, baselined: [], added: [], git: null });
+    expect(codes(unread)).toEqual(['too-large private/notes/big.md']);
+    rmSync(join(vault, 'private/notes/big.md'));
     put('private/notes/a.md', record('a', 'A'));
     const r = scan();
     expect(r).toMatchObject({ baseline: true, baselined: ['private'], added: ['private/notes/a.md'], git: { state: 'committed' } });

@@ -34,8 +34,6 @@ export interface Observation {
   readAhead: number;
   /** Recorded folders whose files were compared with their records one by one (the rest matched their digest). */
   foldersCompared: number;
-  /** Regular files the walk listed in each partition (in the order of the partitions given). */
-  filesIn: number[];
   diagnostics: ScanDiagnostic[];
 }
 
@@ -145,7 +143,6 @@ export function observe(
   const kept: Array<[string, number, string]> = [];
   const emptied: Array<[string, number]> = [];
   let foldersCompared = 0;
-  const filesIn = partitions.map(() => 0);
   /** Compare a folder's files with its recorded rows, one by one; keep its digest when all are unchanged. */
   const compareFolder = (dir: string, pdir: string, files: readonly WalkFile[], digest: string | null) => {
     foldersCompared++;
@@ -184,7 +181,6 @@ export function observe(
       walkPartition(vault, pdir, {
         files: (dir, files) => {
           walked.add(dir);
-          filesIn[i]! += files.length;
           const before = progress.seen;
           progress.seen += files.length;
           if (onProgress && before >>> 10 !== progress.seen >>> 10) onProgress(progress);
@@ -237,7 +233,7 @@ export function observe(
       if (check.kind === 'record') f.recordId = Buffer.from(check.row.id, 'utf8').toString('utf8');
     }
   }
-  return { read, missing: gone, unchanged, known: knownCount, diagnostics, readAhead: listing?.prereads ?? 0, foldersCompared, filesIn };
+  return { read, missing: gone, unchanged, known: knownCount, diagnostics, readAhead: listing?.prereads ?? 0, foldersCompared };
 }
 
 /**

@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
-import type { PartitionId } from '../store/layout.js';
+import { partitionOfPath, type PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
 import { canAccessPartition, type Caller } from '../access.js';
 import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/outbox.js';
@@ -132,9 +132,11 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   await settleExecChanges(store, runner, scanId, seen.read);
   await keepSparseCheckout(store, runner, seen);
   const plan = planScan(seen.read, seen.missing);
-  // A partition's baseline is the first scan that finds a file in it: a first scan of a partition whose
-  // folder is missing, empty, or holds nothing it may read (a symbolic link, say) leaves it to a later one.
-  const baselinedNow = baselined.filter((p) => seen.filesIn[partitions.indexOf(p)]! > 0);
+  // A partition's baseline is the first scan that reads a file in it: a first scan of a partition whose
+  // folder is missing, empty, or holds nothing it may read (a symbolic link, an unreadable or too large
+  // file, one that kept changing) leaves it to a later one.
+  const readIn = baselined.length > 0 ? partitionsRead(seen.read) : new Set<string>();
+  const baselinedNow = baselined.filter((p) => readIn.has(p));
   const notBaselined = baselined.filter((p) => !baselinedNow.includes(p));
 
   progress.phase = 'record';
@@ -327,4 +329,14 @@ export function diagnosticsFor(store: Store, partitions: readonly string[], walk
     }
   }
   return out.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : x.code < y.code ? -1 : x.code > y.code ? 1 : 0));
+}
+
+/** The partitions of the files a scan read (and staged). */
+function partitionsRead(read: readonly { path: string }[]): Set<string> {
+  const out = new Set<string>();
+  for (const f of read) {
+    const p = partitionOfPath(f.path);
+    if (p !== null) out.add(p);
+  }
+  return out;
 }
