@@ -148,6 +148,16 @@ describe('[PUB-1] validation writes nothing', () => {
     expect(cli(sb, ['publish', '--store', 'st']).code).toBe(2);
     expect(cli(sb, ['publish', '--store', 'st', '--bogus', 'x.md']).code).toBe(2);
     expect(cli(sb, ['frobnicate']).code).toBe(2);
+    // An option that takes one value, given twice: not the last one silently.
+    for (const args of [
+      ['publish', '--store', 'st', '--partition', 'private', '--partition', 'conversation:s1', 'x.md'],
+      ['scan', '--store', 'st', '--partition', 'private', '--partition', 'conversation:s1'],
+      ['activity', '--store', 'st', '--store', 'other'],
+    ]) {
+      const r = cli(sb, args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(/--(partition|store) may be given once/);
+    }
   });
 
   it('a bad partition or request id is E_VALIDATION', () => {

@@ -53,11 +53,21 @@ const defaultOut: Out = {
 type Values = Record<string, string | boolean | string[] | undefined>;
 
 function parse(args: string[], options: ParseArgsConfig['options']): { values: Values; positionals: string[] } {
+  const all: NonNullable<ParseArgsConfig['options']> = { json: { type: 'boolean' }, store: { type: 'string' }, ...options };
+  let parsed;
   try {
-    return parseArgs({ args, options: { json: { type: 'boolean' }, store: { type: 'string' }, ...options }, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args, options: all, allowPositionals: true, strict: true, tokens: true });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  // An option that takes one value, given twice, is a mistake: parseArgs would keep the last silently.
+  const seen = new Set<string>();
+  for (const t of parsed.tokens) {
+    if (t.kind !== 'option' || all[t.name]?.type !== 'string' || all[t.name]?.multiple) continue;
+    if (seen.has(t.name)) throw new UsageError(`--${t.name} may be given once`);
+    seen.add(t.name);
+  }
+  return { values: parsed.values as Values, positionals: parsed.positionals };
 }
 
 function storeDir(values: Record<string, unknown>, env: NodeJS.ProcessEnv): string {
