@@ -219,6 +219,37 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
   });
 });
 
+describe('[GIT-6][GIT-10] a ref transaction whose answer is lost after the branch moved', () => {
+  it('is committed, not a timeout: the index is updated under the lock, and the next write commits nothing twice', () => {
+    publish();
+    // A git whose `update-ref --stdin` moves the branch and then answers too late for the timeout.
+    const slow = join(sb.dir, 'slow-ref');
+    const wrapper = join(sb.dir, 'slow-git');
+    writeFileSync(wrapper, [
+      '#!/bin/sh',
+      'case " $* " in *" update-ref "*" --stdin "*)',
+      `  if [ -f '${slow}' ]; then git "$@" | while IFS= read -r l; do sleep 4; printf '%s\\n' "$l"; done; exit 0; fi;;`,
+      'esac',
+      'exec git "$@"',
+      '',
+    ].join('\n'));
+    chmodSync(wrapper, 0o755);
+    writeFileSync(slow, '');
+    const env = { KNOWLEDGE_GIT: wrapper, KNOWLEDGE_GIT_TIMEOUT_MS: '1500' };
+    const b = publish(env);
+    rmSync(slow);
+    expect(b.git, JSON.stringify(b.git)).toMatchObject({ state: 'committed' });
+    expect(git('rev-parse', 'main').trim()).toBe(b.git.commit);
+    expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+    expect(git('status', '--porcelain', '--untracked-files=all')).toBe('');
+    const c = publish(env);
+    expect(c.git.state).toBe('committed');
+    for (const r of [b, c]) expect(commitsOf(r.publicationId)).toHaveLength(1);
+    const v = cli(sb, ['verify', '--store', 'st', '--json']);
+    expect(v.code, v.stdout).toBe(0);
+  });
+});
+
 const canMount = canMountTmpfs('the full-repository-disk test');
 
 describe('[GIT-18] a full disk under the repository', () => {

@@ -325,6 +325,10 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
       const now = new Date().toISOString();
       // The search for an earlier attempt ran (or was not needed): from now on this writer's own records say it all.
       if (outcome.state === 'committed') searched.add(store);
+      // A failed step may have moved the branch without a record (a ref transaction whose answer was lost
+      // and that could not be checked): the next attempt searches again. The search costs a `git log`
+      // only when the branch is not where this store last recorded it.
+      else searched.delete(store);
       if (outcome.state === 'committed') {
         const perCommit = (performance.now() - started) / outcome.commits.length;
         chainLimit = Math.max(1, Math.min(maxBatches, Math.floor((runner.timeoutMs * CHAIN_TIME_SHARE) / Math.max(perCommit, 0.01))));

@@ -339,8 +339,18 @@ export async function commitChain(
     throw err;
   }
   if (up.code !== 0) {
-    await letGo();
-    return failed(runner, up);
+    // A transaction that timed out (or whose answer was lost) may still have moved the branch: look.
+    const moved = await branchNow(runner, vault, env, repo.branchRef);
+    if (moved === null) {
+      // Not known: the index may be behind the branch, so the lock stays held (a later write takes it over),
+      // and the next attempt searches the branch for this one [GIT-6].
+      await held.lock.abandon();
+      return failed(runner, up);
+    }
+    if (moved !== last) {
+      await letGo();
+      return failed(runner, up);
+    }
   }
   crashPoint('after-update-ref');
 
@@ -370,6 +380,17 @@ export async function commitChain(
     dropped,
     finishIndex,
   };
+}
+
+/** The commit `ref` names now ('' when there is none); null when git cannot tell. */
+async function branchNow(runner: GitRunner, vault: string, env: Record<string, string>, ref: string): Promise<string | null> {
+  try {
+    const r = await runner.run(['rev-parse', '-q', '--verify', `${ref}^{commit}`], { cwd: vault, env });
+    if (r.code === 0) return r.stdout.toString('utf8').trim();
+    return r.code === 1 && !r.timedOut && r.stderr.trim() === '' ? '' : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
