@@ -962,6 +962,24 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], git: null });
   });
 
+  it('a submodule that is not checked out (its folder holds no .git): files put there are not committed over its gitlink', () => {
+    put('private/real.md', record('real', 'Real'));
+    expect(scan()).toMatchObject({ added: ['private/real.md'], git: { state: 'committed' } });
+    // A gitlink in the branch and the index, its folder empty (as after `git submodule deinit`).
+    const head = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    userGit(sb, vault, ['update-index', '--add', '--cacheinfo', `160000,${head},private/lib`]);
+    userGit(sb, vault, ['commit', '-q', '-m', 'user: submodule']);
+    mkdirSync(join(vault, 'private/lib'));
+    put('private/lib/note.md', record('note', 'Note'));
+    put('private/other.md', record('other', 'Other'));
+    const r = scan();
+    expect(r).toMatchObject({ added: ['private/other.md'], deleted: [], git: { state: 'committed' } });
+    expect(codes(r)).toEqual(['nested-repository private/lib']);
+    expect(userGit(sb, vault, ['ls-tree', 'main', 'private/lib'])).toMatch(/^160000 commit /);
+    expect(userGit(sb, vault, ['ls-files', '-s', 'private/lib'])).toMatch(/^160000 /);
+    expect(scan()).toMatchObject({ added: [], modified: [], git: null });
+  });
+
   it('a partition folder that is a repository of its own, or whose parent folder is, is not scanned either', () => {
     put('private/real.md', record('real', 'Real'));
     put('conversations/c2/x.md', record('x', 'X', '', 'x\n', 'conversation:c2'));

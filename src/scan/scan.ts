@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
-import { partitionOfPath, type PartitionId } from '../store/layout.js';
+import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
 import { canAccessPartition, type Caller } from '../access.js';
 import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/outbox.js';
@@ -26,7 +26,7 @@ import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
 import { inspectLayout, peekBranchTip, recordsExecBit } from '../git/inspect.js';
-import { skipWorktreePaths } from '../git/index-sync.js';
+import { gitlinksUnder, skipWorktreePaths } from '../git/index-sync.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 
@@ -129,6 +129,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   } finally {
     db.pragma(`synchronous = ${SYNC_NAMES[prevSync] ?? 'FULL'}`);
   }
+  await keepOutOfSubmodules(store, runner, scanId, seen);
   await settleExecChanges(store, runner, scanId, seen.read);
   await keepSparseCheckout(store, runner, seen);
   const plan = planScan(seen.read, seen.missing);
@@ -258,6 +259,43 @@ async function keepSparseCheckout(store: Store, runner: GitRunner, seen: Observa
   seen.missing = seen.missing.filter((m) => !skipped.has(m.path));
   for (const path of [...skipped].sort()) {
     seen.diagnostics.push({ path, code: 'sparse-checkout', reason: 'left out of the working tree by the repository\'s sparse checkout (skip-worktree): not a deletion; what Knowledge recorded is kept' });
+  }
+}
+
+/**
+ * [GIT-10] Files under a submodule the branch records (a gitlink) whose folder
+ * is not checked out, so holds no `.git` the walk would stop at: they are that
+ * repository's (git itself refuses to add them). Committed here, they would
+ * replace the gitlink in the branch and in the user's index. Left out of the
+ * scan — not staged, indexed or committed — with one diagnostic per submodule.
+ * One `ls-tree` of folders, only when the scan read something.
+ */
+async function keepOutOfSubmodules(store: Store, runner: GitRunner, scanId: string, seen: Observation): Promise<void> {
+  if (seen.read.length === 0 || !(await runner.detect()).ok) return;
+  const repo = await inspectLayout(runner, store.paths.vault);
+  if (repo.kind !== 'ready' || repo.head === null) return;
+  const tops = new Set<string>();
+  for (const f of seen.read) {
+    const p = partitionOfPath(f.path);
+    if (p !== null) tops.add(partitionDir(p));
+  }
+  const links = tops.size > 0 ? await gitlinksUnder(runner, repo.workTree, repo.head, [...tops]) : null;
+  if (links === null || links.size === 0) return;
+  const submoduleOf = (path: string): string | null => {
+    for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) if (links.has(path.slice(0, i))) return path.slice(0, i);
+    return null;
+  };
+  const found = new Set<string>();
+  const unstage = store.db.prepare('DELETE FROM scan_staging WHERE scan_id = ? AND path = ?');
+  seen.read = seen.read.filter((f) => {
+    const sub = submoduleOf(f.path);
+    if (sub === null) return true;
+    found.add(sub);
+    unstage.run(scanId, f.path);
+    return false;
+  });
+  for (const sub of [...found].sort()) {
+    seen.diagnostics.push({ path: sub, code: 'nested-repository', reason: 'a submodule the branch records (a gitlink) whose folder is not checked out: files put there belong to that repository and are not checkpointed' });
   }
 }
 
