@@ -28,6 +28,12 @@ export class KnowledgeError extends Error {
   }
 }
 
+/** A full disk (or quota), from the file system or from SQLite. */
+export function isDiskFull(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
+}
+
 export function isKnowledgeError(err: unknown): err is KnowledgeError {
   return err instanceof KnowledgeError;
 }

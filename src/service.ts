@@ -14,7 +14,7 @@ import { journal, loadJournal } from './publish/journal.js';
 import { install } from './publish/install.js';
 import { acknowledge } from './publish/acknowledge.js';
 import type { PublicationReceipt, PublishRequest } from './publish/types.js';
-import { batchGitState, drainOutbox, drainSettled } from './checkpoint/outbox.js';
+import { acceptedGitState, batchGitState, drainAccepted, drainSettled } from './checkpoint/outbox.js';
 import { closeLongLived } from './git/long-lived.js';
 import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
@@ -175,8 +175,7 @@ export class KnowledgeService {
     crashPoint('after-install');
     const batchId = acknowledge(this.store, planned);
     crashPoint('after-acknowledge');
-    await drainOutbox(this.store, this.runner, { through: batchId });
-    return this.publicationReceipt(publicationId);
+    return this.publicationReceipt(publicationId, await drainAccepted(this.store, this.runner, { through: batchId }));
   }
 
   /**
@@ -196,12 +195,15 @@ export class KnowledgeService {
     if (!row) throw new KnowledgeError('E_NOT_FOUND', `no publication ${publicationId}`);
     let batchId = row.batch_id;
     if (row.status === 'journaled') batchId = this.installAndAcknowledge(row.publication_id);
-    if (batchId !== null) await drainOutbox(this.store, this.runner, { through: batchId });
-    return this.publicationReceipt(publicationId);
+    const failure = batchId !== null ? await drainAccepted(this.store, this.runner, { through: batchId }) : null;
+    return this.publicationReceipt(publicationId, failure);
   }
 
-  /** A publication's receipt by publication id or request id. */
-  publicationReceipt(id: string): PublicationReceipt {
+  /**
+   * A publication's receipt by publication id or request id; `failure`: a
+   * drain failure the outbox could not record (drainAccepted).
+   */
+  publicationReceipt(id: string, failure: GitState | null = null): PublicationReceipt {
     const row = this.store.db.prepare(`SELECT status, receipt, batch_id, failure FROM publications WHERE publication_id = ? OR ${REQUEST_ID_MATCH}`).get(id, ...requestIdForms(id)) as
       | { status: string; receipt: string | null; batch_id: number | null; failure: string | null }
       | undefined;
@@ -210,7 +212,7 @@ export class KnowledgeService {
       throw new KnowledgeError('E_CONFLICT', `publication ${id} is ${row.status}${row.failure ? `: ${row.failure}` : ' (not yet acknowledged; retry it with resume)'}`);
     }
     const receipt = JSON.parse(row.receipt) as PublicationReceipt;
-    receipt.git = batchGitState(this.store.db, row.batch_id);
+    receipt.git = acceptedGitState(this.store.db, row.batch_id, failure);
     return receipt;
   }
 
@@ -243,8 +245,10 @@ export class KnowledgeService {
   async attachComplete(id: string): Promise<AttachmentReceipt> {
     this.requireWriter();
     const row = completeUpload(this.store, id);
-    if (row.batch_id !== null) await drainOutbox(this.store, this.runner, { through: row.batch_id });
-    return attachmentReceipt(this.store.db, row.attachment_id);
+    const failure = row.batch_id !== null ? await drainAccepted(this.store, this.runner, { through: row.batch_id }) : null;
+    const receipt = attachmentReceipt(this.store.db, row.attachment_id);
+    if (failure && receipt.git.state !== 'committed') receipt.git = failure;
+    return receipt;
   }
 
   /** Attach a regular file under `opts.allowedRoot`, streamed in chunks; resumes under the same request id [ATT-3]. */

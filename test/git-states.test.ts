@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { storeSandbox, cli, cliPath, canMountTmpfs, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
+import Database from 'better-sqlite3';
 
 /**
  * Every repository problem of [GIT-18] reached through the CLI as a user
@@ -247,6 +248,26 @@ describe('[GIT-6][GIT-10] a ref transaction whose answer is lost after the branc
     for (const r of [b, c]) expect(commitsOf(r.publicationId)).toHaveLength(1);
     const v = cli(sb, ['verify', '--store', 'st', '--json']);
     expect(v.code, v.stdout).toBe(0);
+  });
+});
+
+describe('[GIT-15] a failure after the publication was accepted (SQLite refusing to record the checkpoint)', () => {
+  it('is a pending receipt with exit 0, not E_INTERNAL; once SQLite takes writes again, resume commits once', () => {
+    publish();
+    // What a full disk under state.sqlite does to the drain's own writes, made deterministic: every update of the outbox fails.
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db.exec("CREATE TRIGGER refuse BEFORE UPDATE ON batches BEGIN SELECT RAISE(ABORT, 'simulated: database or disk is full'); END;");
+    db.close();
+    const b = publish();
+    expect(b.git).toMatchObject({ state: 'pending', code: 'git-error' });
+    expect(b.git.reason).toMatch(/could not be made or recorded: .*simulated/);
+    const db2 = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db2.exec('DROP TRIGGER refuse');
+    db2.close();
+    const resumed = JSON.parse(cli(sb, ['resume', '--store', 'st', '--json', b.publicationId]).stdout) as Receipt;
+    expect(resumed.git.state).toBe('committed');
+    expect(commitsOf(b.publicationId)).toHaveLength(1);
+    expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
   });
 });
 

@@ -1,10 +1,5 @@
 /** SQLite and file-system failures (disk full, I/O) become E_IO with the cause named, never a crash. */
-import { KnowledgeError } from '../errors.js';
-
-export function isDiskFull(err: unknown): boolean {
-  const code = (err as { code?: string } | null)?.code;
-  return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
-}
+import { KnowledgeError, isDiskFull } from '../errors.js';
 
 export function ioError(err: unknown, context: string): KnowledgeError {
   if (err instanceof KnowledgeError) return err;

@@ -6,7 +6,7 @@
  */
 import type { DB } from '../store/db.js';
 import type { Store } from '../store/store.js';
-import type { GitRunner } from '../git/runner.js';
+import { firstLine, type GitRunner } from '../git/runner.js';
 import { join } from 'node:path';
 import { lstat } from 'node:fs/promises';
 import { vaultEnv } from '../git/inspect.js';
@@ -15,6 +15,7 @@ import { clearOwnStaleLock } from '../git/index-lock.js';
 import type { Step } from '../git/index-sync.js';
 import { maintainRepository } from '../git/maintenance.js';
 import type { BatchChange, BatchForCommit, BlobIds, GitState, PendingCode } from '../git/types.js';
+import { isDiskFull } from '../errors.js';
 import { crashPoint } from '../faults.js';
 
 export type BatchKind = 'publication' | 'scan' | 'attachment';
@@ -199,10 +200,45 @@ export function drainOutbox(store: Store, runner: GitRunner, opts: DrainOptions 
   // maintenance that follow finish before the next drain starts.
   const prev = draining.get(store) ?? Promise.resolve();
   const run = prev.catch(() => undefined).then(() => drainOnce(store, runner, opts));
-  const settled = run.then((r) => r.settled);
+  // A drain that failed told its own caller; what settles after it is only the work that follows receipts.
+  const settled = run.then((r) => r.settled, () => undefined);
   settled.catch(() => undefined); // reported through drainSettled; never an unhandled rejection
   draining.set(store, settled);
   return run.then((r) => r.result);
+}
+
+/**
+ * [GIT-15] The drain after a request was accepted (its files installed, its
+ * receipt stored): a failure here — a full disk under state.sqlite while the
+ * checkpoint's state is recorded, say — never fails the request. It is noted
+ * on the first waiting batch (disk-full, or git-error naming the cause), so
+ * receipts say `pending` with it instead of "not attempted yet"; where SQLite
+ * cannot take even that, it is returned for the caller's receipt. Null when
+ * the drain ran or the failure was noted.
+ */
+export async function drainAccepted(store: Store, runner: GitRunner, opts: DrainOptions = {}): Promise<GitState | null> {
+  try {
+    await drainOutbox(store, runner, opts);
+    return null;
+  } catch (err) {
+    const msg = firstLine(err instanceof Error ? err.message : String(err));
+    const state: GitState = isDiskFull(err)
+      ? { state: 'pending', code: 'disk-full', reason: `the checkpoint could not be made or recorded: the disk is full (${msg}); free space, then resume` }
+      : { state: 'pending', code: 'git-error', reason: `the checkpoint could not be made or recorded: ${msg}; resume to retry` };
+    try {
+      store.db.prepare("UPDATE batches SET last_state = 'pending', last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = (SELECT MIN(batch_id) FROM batches WHERE state = 'queued')")
+        .run(state.code, state.reason, new Date().toISOString());
+      return null; // recorded: every receipt derives its state from it
+    } catch {
+      return state; // the same full disk: only the caller's receipt can say it
+    }
+  }
+}
+
+/** A batch's state after {@link drainAccepted}: what the outbox records, or the failure it could not record. */
+export function acceptedGitState(db: DB, batchId: number | null, failure: GitState | null): GitState {
+  const recorded = batchGitState(db, batchId);
+  return failure && recorded.state !== 'committed' ? failure : recorded;
 }
 
 /**

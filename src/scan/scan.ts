@@ -15,7 +15,7 @@ import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
 import { canAccessPartition, type Caller } from '../access.js';
-import { batchGitState, clearUnqueuedStaging, drainOutbox } from '../checkpoint/outbox.js';
+import { acceptedGitState, batchGitState, clearUnqueuedStaging, drainAccepted, drainOutbox } from '../checkpoint/outbox.js';
 import { crashPoint } from '../faults.js';
 import { callerLabel, resolvePartitions } from './partitions.js';
 import { observe, type Observation } from './observe.js';
@@ -206,8 +206,8 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   if (batchId !== null) {
     progress.phase = 'commit';
     opts.onProgress?.(progress);
-    await drainOutbox(store, runner, { through: batchId, ...(preloaded ? { preloaded } : {}) });
-    receipt.git = batchGitState(db, batchId);
+    const failure = await drainAccepted(store, runner, { through: batchId, ...(preloaded ? { preloaded } : {}) });
+    receipt.git = acceptedGitState(db, batchId, failure);
   }
   return receipt;
 }
