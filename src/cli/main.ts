@@ -6,7 +6,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
-import { KnowledgeError, isKnowledgeError } from '../errors.js';
+import { KnowledgeError, isDiskFull, isKnowledgeError } from '../errors.js';
 import { LIMITS } from '../publish/limits.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
@@ -433,13 +433,24 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
       out.stderr(`E_USAGE: ${err.message}\n${USAGE}\n`);
       return 2;
     }
-    if (isKnowledgeError(err)) {
-      out.stderr(`${err.code}: ${err.message.replace(/\n/g, ' ')}\n`);
-      return 1;
-    }
-    out.stderr(`E_INTERNAL: ${(err as Error).stack ?? String(err)}\n`);
+    out.stderr(errorLine(err, env));
     return 1;
   }
+}
+
+/**
+ * The one line a rejected request prints (Appendix A): its stable code first.
+ * A full disk met where no step expected it is E_IO naming the cause; any
+ * other unexpected error is E_INTERNAL, its stack only with KNOWLEDGE_DEBUG=1.
+ */
+export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
+  const flat = (s: string) => s.replace(/\s*\n\s*/g, ' ').trim();
+  if (isKnowledgeError(err)) return `${err.code}: ${flat(err.message)}\n`;
+  const e = err as { code?: unknown; message?: unknown; stack?: unknown } | null;
+  const message = flat(String(e?.message ?? err));
+  if (isDiskFull(err)) return `E_IO: the disk is full (${String(e!.code)}: ${message}); free space, then retry (knowledge activity shows what was kept)\n`;
+  const stack = env.KNOWLEDGE_DEBUG === '1' && typeof e?.stack === 'string' ? `${e.stack}\n` : '';
+  return `E_INTERNAL: ${message} (a bug: KNOWLEDGE_DEBUG=1 shows where)\n${stack}`;
 }
 
 /** `--port`: 0 (any free port) to 65535; the Gateway's default when absent. */

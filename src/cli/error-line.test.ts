@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import { errorLine } from './main.js';
+import { KnowledgeError } from '../errors.js';
+
+/** Appendix A: a rejected request prints one line on stderr, starting with a stable code. */
+describe('errorLine', () => {
+  const sqliteFull = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+  const bug = new TypeError('x is not a function\nsecond line');
+
+  it('a KnowledgeError is its code and message on one line', () => {
+    expect(errorLine(new KnowledgeError('E_CONFLICT', 'two\nlines'), {})).toBe('E_CONFLICT: two lines\n');
+  });
+
+  it('a full disk met unexpectedly (SQLite or the file system) is E_IO naming the cause', () => {
+    expect(errorLine(sqliteFull, {})).toMatch(/^E_IO: the disk is full \(SQLITE_FULL: database or disk is full\); free space, then retry[^\n]*\n$/);
+    expect(errorLine(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }), {})).toMatch(/^E_IO: the disk is full \(ENOSPC/);
+  });
+
+  it('any other error is one E_INTERNAL line; its stack only with KNOWLEDGE_DEBUG=1', () => {
+    const line = errorLine(bug, {});
+    expect(line).toBe('E_INTERNAL: x is not a function second line (a bug: KNOWLEDGE_DEBUG=1 shows where)\n');
+    const debug = errorLine(bug, { KNOWLEDGE_DEBUG: '1' });
+    expect(debug.startsWith(line)).toBe(true);
+    expect(debug.slice(line.length)).toMatch(/^TypeError: x is not a function/);
+  });
+});
