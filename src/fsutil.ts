@@ -6,6 +6,7 @@
 import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
+import { open as openAsync } from 'node:fs/promises';
 import { KnowledgeError } from './errors.js';
 
 export function fsyncDir(dir: string): void {
@@ -145,4 +146,24 @@ export function requireWritable(vault: string, rel: string, opts: { hash?: boole
     throw new KnowledgeError('E_CONFLICT', `cannot write ${rel}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
   }
   return there.kind === 'file' ? there.sha256 : null;
+}
+
+/**
+ * Read a file that must be a regular file, without ever blocking on
+ * something else put at its path: opened with O_NONBLOCK (a FIFO opens at
+ * once instead of waiting for a writer) and judged by `fstat`. A FIFO,
+ * socket, device or folder is an error with code `ENOTREG`. Symbolic links
+ * are followed, as git follows them.
+ */
+export async function readRegular(path: string): Promise<Buffer>;
+export async function readRegular(path: string, encoding: 'utf8'): Promise<string>;
+export async function readRegular(path: string, encoding?: 'utf8'): Promise<Buffer | string> {
+  const fh = await openAsync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!(await fh.stat()).isFile()) throw Object.assign(new Error(`${path} is not a regular file`), { code: 'ENOTREG' });
+    const bytes = await fh.readFile();
+    return encoding ? bytes.toString(encoding) : bytes;
+  } finally {
+    await fh.close();
+  }
 }

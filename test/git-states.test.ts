@@ -251,6 +251,19 @@ describe('[GIT-6][GIT-10] a ref transaction whose answer is lost after the branc
   });
 });
 
+describe('[GIT-12] something other than a file where Knowledge reads one of git\'s files in-process', () => {
+  it('a FIFO at .git/config.worktree (which git ignores) does not hang a publication with index.lock held', () => {
+    publish();
+    execFileSync('mkfifo', [join(vault, '.git/config.worktree')]);
+    const started = Date.now();
+    const p = publish();
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' });
+    expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+    expect(git('status', '--porcelain')).toBe('');
+  });
+});
+
 describe('[GIT-15] a failure after the publication was accepted (SQLite refusing to record the checkpoint)', () => {
   it('is a pending receipt with exit 0, not E_INTERNAL; once SQLite takes writes again, resume commits once', () => {
     publish();

@@ -15,7 +15,7 @@
  *   released. Nothing that grows with the size of the index is left before
  *   the receipt; the index write is what follows it.
  */
-import { lstat, mkdir, open, readFile, realpath, rename } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, pendingCodeOfErrno, type GitResult, type GitRunner } from './runner.js';
 import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
@@ -29,6 +29,7 @@ import { refTransaction } from './ref-session.js';
 import { acquireImporter, type Importer } from './import-session.js';
 import { HISTORY_DIR } from '../store/layout.js';
 import { COMMIT_MESSAGE_FORMAT, parseCommitMessages } from './trailers.js';
+import { readRegular } from '../fsutil.js';
 
 export { syncIndex, runIndexJob, type IndexJob, type IndexSyncOutcome } from './index-sync.js';
 
@@ -441,7 +442,7 @@ async function diskHolds(vault: string, path: string, entry: Entry | undefined, 
   let bytes: Buffer;
   try {
     if (!(await lstat(join(vault, path))).isFile()) return false;
-    bytes = await readFile(join(vault, path));
+    bytes = await readRegular(join(vault, path));
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     return (code === 'ENOENT' || code === 'ENOTDIR') && entry === undefined;
@@ -583,10 +584,10 @@ async function unmergedUnlessKnownClean(runner: GitRunner, vault: string, gitDir
  */
 async function readBranchTip(gitDir: string): Promise<string | null> {
   try {
-    const head = await readFile(join(gitDir, 'HEAD'), 'utf8');
+    const head = await readRegular(join(gitDir, 'HEAD'), 'utf8');
     const m = /^ref:[ \t]*(refs\/heads\/\S+)[ \t]*\n?$/.exec(head);
     if (!m) return null;
-    const ref = (await readFile(join(gitDir, m[1]!), 'utf8')).trim();
+    const ref = (await readRegular(join(gitDir, m[1]!), 'utf8')).trim();
     return /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(ref) ? ref : null;
   } catch {
     return null;

@@ -19,10 +19,11 @@
  * the rename, a user could delete it by hand and a git command take it anew:
  * a window of one system call that no file operation can close.)
  */
-import { copyFile, link, open, readFile, realpath, rename, unlink, writeFile } from 'node:fs/promises';
+import { copyFile, link, open, realpath, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
 import { pendingCodeOfErrno } from './runner.js';
+import { readRegular } from '../fsutil.js';
 
 const MARKER = 'knowledge-index-lock';
 
@@ -67,7 +68,7 @@ function markerText(): string {
 export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
   let text: string;
   try {
-    text = await readFile(lockPath, 'utf8');
+    text = await readRegular(lockPath, 'utf8');
   } catch {
     return false;
   }
@@ -170,7 +171,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     await unlink(temp).catch(() => undefined);
     // Git never replaces a lock it did not take (O_EXCL), but anything else
     // might: remove the lock only while it still carries our marker.
-    const text = await readFile(lockPath, 'utf8').catch(() => null);
+    const text = await readRegular(lockPath, 'utf8').catch(() => null);
     if (text === mine) await unlink(lockPath).catch(() => undefined);
   };
   return {
@@ -200,7 +201,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       tookOver,
       async abandon() {
         await unlink(temp).catch(() => undefined);
-        const text = await readFile(lockPath, 'utf8').catch(() => null);
+        const text = await readRegular(lockPath, 'utf8').catch(() => null);
         if (text === mine) abandoned.add(await realpath(lockPath).catch(() => lockPath));
       },
     },

@@ -19,10 +19,10 @@
  * replaced by rename without fsync, and anything unexpected in it (torn,
  * another repository's, unreadable) only means the probe runs.
  */
-import { readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { rename, stat, unlink, writeFile } from 'node:fs/promises';
 import type { BigIntStats } from 'node:fs';
 import { join } from 'node:path';
-import { tempName } from '../fsutil.js';
+import { readRegular, tempName } from '../fsutil.js';
 import { historyPaths } from '../store/layout.js';
 
 /** gitDir -> identity of an index known to hold no unmerged entries (per process). */
@@ -49,7 +49,7 @@ export async function indexIdentity(gitDir: string): Promise<string | null> {
 /** The hint a vault holds for `gitDir`, or null. */
 async function readHint(vault: string, gitDir: string): Promise<string | null> {
   try {
-    const hint = JSON.parse(await readFile(historyPaths(vault).indexClean, 'utf8')) as { gitDir?: unknown; index?: unknown };
+    const hint = JSON.parse(await readRegular(historyPaths(vault).indexClean, 'utf8')) as { gitDir?: unknown; index?: unknown };
     return hint.gitDir === gitDir && typeof hint.index === 'string' ? hint.index : null;
   } catch {
     return null;

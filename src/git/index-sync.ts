@@ -12,13 +12,14 @@
  * Split into a pure planner (`planIndexUpdate`, table-tested) and the runner
  * (`runIndexJob`: one read of the index, one write).
  */
-import { readFile, realpath } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, configEnv, type GitRunner } from './runner.js';
 import { vaultEnv } from './inspect.js';
 import { configSections, includesOtherFiles } from './config-text.js';
 import { gitDirAliasIn } from './commit-stream.js';
 import type { PendingCode } from './types.js';
+import { readRegular } from '../fsutil.js';
 
 export type IndexSyncOutcome =
   | { ok: true; updated: number; skipped: number }
@@ -360,7 +361,7 @@ export async function filterDriversInFiles(gitDir: string): Promise<Set<string> 
   for (const name of ['config', 'config.worktree']) {
     let text: string;
     try {
-      text = await readFile(join(gitDir, name), 'utf8');
+      text = await readRegular(join(gitDir, name), 'utf8');
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT' && name !== 'config') continue;
       return null;

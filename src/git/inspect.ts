@@ -6,10 +6,11 @@
 import { isOwnStaleLock } from './index-lock.js';
 import { fileIdentity } from './index-state.js';
 import { configSections, includesOtherFiles } from './config-text.js';
-import { lstat, readFile, realpath, stat } from 'node:fs/promises';
+import { lstat, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { classifyGitFailure, firstLine, type GitRunner } from './runner.js';
 import type { PendingCode } from './types.js';
+import { readRegular } from '../fsutil.js';
 
 export type RepoInspection =
   /** No vault/.git at all: the caller may create it at the first content checkpoint [GIT-2]. */
@@ -209,7 +210,7 @@ async function layoutKey(vault: string, dotGit: string): Promise<string | null> 
       lstat(vault, { bigint: true }),
       lstat(dotGit, { bigint: true }),
       stat(join(dotGit, 'config'), { bigint: true }),
-      readFile(join(dotGit, 'config'), 'utf8'),
+      readRegular(join(dotGit, 'config'), 'utf8'),
       lstat(join(dotGit, 'commondir')).then(() => true, () => false),
     ]);
     const sections = configSections(text);
@@ -245,7 +246,7 @@ export async function recordsExecBit(runner: GitRunner, workTree: string): Promi
 /** A loose branch ref's commit id, or null (packed, missing, unreadable, not an id). */
 async function readLooseRef(dotGit: string, ref: string): Promise<string | null> {
   try {
-    const text = (await readFile(join(dotGit, ref), 'utf8')).trim();
+    const text = (await readRegular(join(dotGit, ref), 'utf8')).trim();
     return /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(text) ? text : null;
   } catch {
     return null;
@@ -264,7 +265,7 @@ export async function peekBranchTip(vault: string): Promise<string | null> {
   if (head.kind !== 'branch') return null;
   const loose = await readLooseRef(dotGit, head.ref);
   if (loose !== null) return loose;
-  const packed = await readFile(join(dotGit, 'packed-refs'), 'utf8').catch(() => '');
+  const packed = await readRegular(join(dotGit, 'packed-refs'), 'utf8').catch(() => '');
   for (const line of packed.split('\n')) {
     const m = /^([0-9a-f]{40}(?:[0-9a-f]{24})?) (\S+)$/.exec(line);
     if (m && m[2] === head.ref) return m[1]!;
@@ -329,7 +330,7 @@ async function readHeadFile(dotGit: string): Promise<HeadFile> {
   try {
     const p = join(dotGit, 'HEAD');
     if (!(await lstat(p)).isFile()) return { kind: 'ask-git' };
-    const text = await readFile(p, 'utf8');
+    const text = await readRegular(p, 'utf8');
     const m = /^ref:[ \t]*(refs\/\S+)[ \t]*\n?$/.exec(text);
     // refs/heads/.invalid is what newer ref backends (reftable) leave in the file.
     if (m && m[1] !== 'refs/heads/.invalid') return { kind: 'branch', ref: m[1]! };
