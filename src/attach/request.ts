@@ -3,17 +3,18 @@
  * at the boundary, and decide what to do with one incoming chunk. No I/O;
  * table-tested without a store.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { KnowledgeError } from '../errors.js';
 import { parsePartition } from '../store/layout.js';
 import { isUuid } from '../publish/validate.js';
 import { ATTACH_LIMITS, type AttachStartRequest, type CheckedStart } from './types.js';
+import { newId } from '../request-id.js';
 
 const SHA256_RE = /^[0-9a-f]{64}$/i;
 const MEDIA_TYPE_RE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$/i;
 
 export function newAttachmentId(): string {
-  return `att-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+  return newId('att');
 }
 
 /** Parse and normalise a start request [ATT-1]; throws E_VALIDATION / E_TOO_LARGE with the reason. */

@@ -59,3 +59,10 @@ describe('blobId', () => {
     expect(blobId(Buffer.from('hello\n'), 'sha1')).toBe('ce013625030ba8dba906f756967f9e9ca394464a');
   });
 });
+
+describe('epochSeconds: a clock set before 1970', () => {
+  it('commits as 1970, never a negative date git fsck refuses (badDateOverflow)', () => {
+    expect(epochSeconds('1969-12-31T23:00:00.000Z')).toBe(0);
+    expect(epochSeconds('1970-01-01T00:00:01.500Z')).toBe(1);
+  });
+});

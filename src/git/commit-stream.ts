@@ -37,7 +37,8 @@ function oneLine(s: string): string {
 export function epochSeconds(iso: string): number {
   const ms = Date.parse(iso);
   if (!Number.isFinite(ms)) throw new TypeError(`batch createdAt is not a date: ${iso}`);
-  return Math.floor(ms / 1000);
+  // A clock set before 1970: git's fsck refuses a negative date (badDateOverflow), so the commit says 1970.
+  return Math.max(0, Math.floor(ms / 1000));
 }
 
 /**

@@ -3,7 +3,7 @@
  * is written [PUB-1], and plan exactly which bytes go where. Reads the index
  * and the disk; writes nothing.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
@@ -18,6 +18,7 @@ import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GI
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
 
 import { LIMITS } from './limits.js';
+import { newId } from '../request-id.js';
 export { LIMITS };
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -27,11 +28,11 @@ export function isUuid(s: string): boolean {
 }
 
 export function newRecordId(): string {
-  return `rec-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+  return newId('rec');
 }
 
 export function newPublicationId(): string {
-  return `pub-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+  return newId('pub');
 }
 
 /** The identity of a request's content: the same request id with another hash is a conflict [PUB-5]. */

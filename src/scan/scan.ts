@@ -10,7 +10,6 @@
  * The caller holds the single-writer lock for the whole run; scans of one
  * store in one process are queued (runScan).
  */
-import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { partitionDir, partitionOfPath, type PartitionId } from '../store/layout.js';
 import type { GitRunner } from '../git/runner.js';
@@ -29,6 +28,7 @@ import { inspectLayout, peekBranchTip, recordsExecBit } from '../git/inspect.js'
 import { gitlinksUnder, skipWorktreePaths } from '../git/index-sync.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
+import { newId } from '../request-id.js';
 
 export interface ScanOptions {
   /** One partition id; all the caller may scan when omitted. */
@@ -38,7 +38,7 @@ export interface ScanOptions {
 }
 
 export function newScanId(): string {
-  return `scan-${Date.now().toString(36)}-${randomBytes(5).toString('hex')}`;
+  return newId('scan');
 }
 
 const SYNC_NAMES = ['OFF', 'NORMAL', 'FULL', 'EXTRA'];
