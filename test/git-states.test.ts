@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -113,6 +113,21 @@ const cases: Case[] = [
     make: () => execFileSync('git', ['init', '-q', `--separate-git-dir=${join(sb.dir, 'elsewhere.git')}`, vault], { env: sb.env }),
     // The user decides the vault should have its own repository: Knowledge then creates it.
     fix: () => renameSync(join(vault, '.git'), join(sb.dir, 'dot-git-file')),
+  },
+  {
+    name: 'vault/.git sharing refs and objects with another repository by symbolic links (git-new-workdir)', code: 'linked-worktree', reason: /refs and vault\/\.git\/objects are symbolic links/,
+    signs: ['.git/refs', '.git/objects'], fresh: true,
+    make: () => {
+      const other = join(sb.dir, 'other');
+      execFileSync('git', ['init', '-q', '-b', 'main', other], { env: sb.env });
+      writeFileSync(join(other, 'm.txt'), 'theirs\n');
+      execFileSync('git', ['add', 'm.txt'], { cwd: other, env: sb.env });
+      execFileSync('git', ['commit', '-q', '-m', 'theirs'], { cwd: other, env: sb.env });
+      mkdirSync(join(vault, '.git'));
+      for (const part of ['config', 'refs', 'logs', 'objects', 'info', 'hooks']) symlinkSync(join(other, '.git', part), join(vault, '.git', part));
+      writeFileSync(join(vault, '.git/HEAD'), 'ref: refs/heads/main\n');
+    },
+    fix: () => rmSync(join(vault, '.git'), { recursive: true }), // the symbolic links only: the other repository stays
   },
   {
     name: 'a git that hangs (timeout)', code: 'timeout', reason: /did not finish in time/, signs: [],

@@ -86,6 +86,12 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'absent' };
     return fsPending(e, 'vault/.git');
   }
+  // A .git whose refs or objects are symbolic links (the git-new-workdir layout) shares its branches with
+  // another repository: moving one here would move it under that repository's checkout [GIT-2, GIT-18].
+  const shared = await sharedGitParts(dotGit);
+  if (shared.length > 0) {
+    return pending('linked-worktree', `vault/.git/${shared.join(' and vault/.git/')} ${shared.length > 1 ? 'are symbolic links' : 'is a symbolic link'}: the repository shares its branches or objects with another one; Knowledge only uses a repository of the vault's own`);
+  }
 
   const env = vaultEnv(vault);
   const [key, headFile] = await Promise.all([layoutKey(vault, dotGit), readHeadFile(dotGit)]);
@@ -191,6 +197,13 @@ async function finishInspection(
   }
 
   return { kind: 'ready', gitDir, branchRef, head: headOid, objectFormat: fmt, workTree: vault };
+}
+
+/** The parts of `.git` that are symbolic links among those that would share branches or objects. */
+async function sharedGitParts(dotGit: string): Promise<string[]> {
+  const parts = ['refs', 'packed-refs', 'objects'];
+  const links = await Promise.all(parts.map((p) => lstat(join(dotGit, p)).then((st) => st.isSymbolicLink(), () => false)));
+  return parts.filter((_, i) => links[i]);
 }
 
 /**
