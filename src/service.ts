@@ -4,6 +4,7 @@
  *
  * Pipeline: validate -> journal -> install -> acknowledge -> checkpoint.
  */
+import { statSync } from 'node:fs';
 import { KnowledgeError, isKnowledgeError } from './errors.js';
 import { openStore, type Store } from './store/store.js';
 import { partitionOfPath } from './store/layout.js';
@@ -60,8 +61,12 @@ export interface ActivityEntry {
 export class KnowledgeService {
   readonly runner: GitRunner;
 
+  /** The device and inode of state.sqlite when this service opened it (checkAvailable). */
+  private readonly databaseIdentity: string | null;
+
   private constructor(readonly store: Store, git: GitRunnerOptions | undefined) {
     this.runner = new GitRunner(git);
+    this.databaseIdentity = fileIdentity(store.paths.database);
   }
 
   static open(storeDir: string, opts: ServiceOptions): KnowledgeService {
@@ -99,7 +104,13 @@ export class KnowledgeService {
     const p = this.store.paths;
     const missing = [!isDirectory(p.vault) && 'vault directory', !isFile(p.manifest) && 'vault/vault.json', !isFile(p.database) && 'state.sqlite'].filter(Boolean);
     if (missing.length) throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: missing ${missing.join(', ')}`);
+    // Another file renamed into its place: this handle would go on writing a file nobody reads.
+    if (fileIdentity(p.database) !== this.databaseIdentity) {
+      throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: its state.sqlite was replaced since this process opened it; restart this process to use the new one`);
+    }
   }
+
+
 
   private requireWriter(): void {
     if (!this.store.settings.writesEnabled) {
@@ -416,5 +427,15 @@ export class KnowledgeService {
     })).concat(attachmentActivity(this.store.db, limit), scanActivity(this.store.db, limit))
       .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
       .slice(0, limit);
+  }
+}
+
+/** `dev:ino` of a file, or null when it cannot be looked at. */
+function fileIdentity(path: string): string | null {
+  try {
+    const st = statSync(path);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return null;
   }
 }

@@ -5,7 +5,7 @@
  * (the writer lock, tokens over HTTP, Host checks, clean shutdown).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { copyFileSync, existsSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
@@ -366,6 +366,14 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     expect((await json(app.request('/api/records'))).body.error?.code).toBe('E_UNAVAILABLE');
     renameSync(join(store, 'state.moved'), join(store, 'state.sqlite'));
     expect((await app.request('/api/records')).status).toBe(200);
+    // Another state.sqlite put in its place (a restore from a backup, say): this handle no longer names it.
+    copyFileSync(join(store, 'state.sqlite'), join(store, 'state.copy'));
+    renameSync(join(store, 'state.sqlite'), join(store, 'state.moved'));
+    renameSync(join(store, 'state.copy'), join(store, 'state.sqlite'));
+    const replaced = await json(app.request('/api/records'));
+    expect(replaced.body.error?.code).toBe('E_UNAVAILABLE');
+    expect(replaced.body.error?.message).toMatch(/state\.sqlite was replaced/);
+    expect((await app.request('/api/scan', WRITE)).status).toBe(503);
   });
 });
 
