@@ -104,6 +104,15 @@ const cases: Case[] = [
     fix: () => git('checkout', '-q', 'main'),
   },
   {
+    name: 'HEAD names a branch that is a symbolic ref to a tag', code: 'detached-head', reason: /symbolic ref to refs\/tags\/v1/, signs: ['.git/refs/tags/v1', '.git/refs/heads/alias'],
+    make: () => {
+      git('tag', 'v1');
+      git('symbolic-ref', 'refs/heads/alias', 'refs/tags/v1');
+      git('symbolic-ref', 'HEAD', 'refs/heads/alias');
+    },
+    fix: () => git('symbolic-ref', 'HEAD', 'refs/heads/main'),
+  },
+  {
     name: 'a malformed repository (garbage .git/HEAD)', code: 'malformed', signs: ['.git/HEAD'],
     make: () => writeFileSync(join(vault, '.git/HEAD'), 'garbage\n'),
     fix: () => writeFileSync(join(vault, '.git/HEAD'), 'ref: refs/heads/main\n'),

@@ -171,6 +171,11 @@ async function finishInspection(
   if (head.ref === null) return pending('detached-head', 'HEAD is detached; check out a branch, then retry');
   const branchRef = head.ref;
   if (!branchRef.startsWith('refs/heads/')) return pending('detached-head', `HEAD points at ${branchRef}, not a local branch`);
+  // A branch that is itself a symbolic ref: git moves whatever it names in the end, which must be a branch too.
+  const target = await symrefTarget(gitDir, branchRef);
+  if (target !== null && !target.startsWith('refs/heads/')) {
+    return pending('detached-head', `HEAD names ${branchRef}, a symbolic ref to ${target}, not a local branch; check out a branch, then retry`);
+  }
 
   // A lock never blocks reading but would fail (or race) our write. Report it
   // and leave it in place: a stale lock is the user's to remove [GIT-19].
@@ -334,6 +339,27 @@ async function branchOfHead(runner: GitRunner, vault: string, headFile: HeadFile
   if (sym.code === 1) return { ref: null };
   if (sym.code !== 0) return classifyGitFailure(sym.stderr, sym.timedOut);
   return { ref: sym.stdout.toString('utf8').trim() };
+}
+
+/**
+ * Where a chain of symbolic refs (loose files `ref: …`) starting at `ref`
+ * ends; null when `ref` is an ordinary ref (or cannot be read: git says
+ * more when it is used).
+ */
+async function symrefTarget(gitDir: string, ref: string): Promise<string | null> {
+  let at = ref;
+  for (let hop = 0; hop < 5; hop++) {
+    let text: string;
+    try {
+      text = await readRegular(join(gitDir, at), 'utf8');
+    } catch {
+      break;
+    }
+    const m = /^ref:[ \t]*(refs\/\S+)\s*$/.exec(text);
+    if (!m) break;
+    at = m[1]!;
+  }
+  return at === ref ? null : at;
 }
 
 type HeadFile = { kind: 'branch'; ref: string } | { kind: 'detached' } | { kind: 'ask-git' };
