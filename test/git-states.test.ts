@@ -288,6 +288,17 @@ describe('[GIT-12] something other than a file where Knowledge reads one of git\
   });
 });
 
+describe('[GIT-1] a store whose path holds a newline', () => {
+  it('is committed like any other (git prints the path as it is)', () => {
+    expect(cli(sb, ['init', 'odd\nstore']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: Newline\n---\nbody\n');
+    const r = cli(sb, ['publish', '--store', 'odd\nstore', '--json', 'n.md']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).git, r.stdout).toMatchObject({ state: 'committed' });
+    expect(cli(sb, ['verify', '--store', 'odd\nstore']).code).toBe(0);
+  });
+});
+
 describe('[GIT-15] a failure after the publication was accepted (SQLite refusing to record the checkpoint)', () => {
   it('is a pending receipt with exit 0, not E_INTERNAL; once SQLite takes writes again, resume commits once', () => {
     publish();

@@ -112,6 +112,9 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
     { cwd: vault, env },
   );
   const lines = rp.stdout.toString('utf8').split('\n');
+  // A vault path holding newlines (git prints the top level as it is): its lines are one answer.
+  const extra = vault.split('\n').length - 1;
+  if (extra > 0 && lines.length > 4 + extra) lines.splice(4, extra + 1, lines.slice(4, 5 + extra).join('\n'));
   // Unresolved HEAD and nothing else wrong: the only complaint is about HEAD
   // itself (a damaged object says more, and is malformed instead).
   const headUnresolved = rp.code !== 0 && lines.length >= 6 && lines[4] !== '' && rp.stderr.split('\n').every(
