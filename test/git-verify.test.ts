@@ -104,6 +104,19 @@ describe('knowledge verify', () => {
     expect(codes(v)).toEqual(expect.arrayContaining(['wrong-commit', 'history-order']));
   });
 
+  it('publications made on two branches the user then merged are side by side, not out of order', () => {
+    userGit(sb, vault, ['checkout', '-q', '-b', 'side']);
+    writeFileSync(join(sb.dir, 's.md'), '---\nkind: page\ntitle: On side\n---\nside\n');
+    expect(cli(sb, ['publish', '--store', 'st', 's.md']).code).toBe(0);
+    userGit(sb, vault, ['checkout', '-q', 'main']);
+    writeFileSync(join(sb.dir, 'm.md'), '---\nkind: page\ntitle: On main\n---\nmain\n');
+    expect(cli(sb, ['publish', '--store', 'st', 'm.md']).code).toBe(0);
+    userGit(sb, vault, ['merge', '-q', '--no-edit', 'side']);
+    const v = verify();
+    expect(v.report.problems).toEqual([]);
+    expect(v.code).toBe(0);
+  });
+
   it('queue-order and bytes-missing: a batch back in the queue behind committed ones', () => {
     sql("UPDATE batches SET state = 'queued', commit_id = NULL WHERE batch_id = 1");
     const v = verify();

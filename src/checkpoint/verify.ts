@@ -86,6 +86,8 @@ export interface RepoFacts {
   order: string[];
   /** Trailer values per reachable commit: key -> values. */
   trailers: Map<string, Trailers>;
+  /** Parents per reachable commit (absent: the history order alone is judged). */
+  parents?: Map<string, string[]>;
   /** Recorded commits not reachable from the tip that still exist as commits. */
   existing: Set<string>;
   /** `<commit>:<path>` -> blob id, or null when the commit has no such path. */
@@ -158,10 +160,11 @@ export function checkStore(input: {
     if (!t.values('Knowledge-Batch').includes(batchKey(b.batchId)) || !t.values(refKey).includes(b.refId)) {
       problems.push({ code: 'wrong-commit', batchId: b.batchId, commit, message: `commit ${commit} recorded for batch ${b.batchId} does not carry its trailers (${refKey}: ${b.refId})` });
     }
-    // Queue order = history order: a later batch's commit descends from an earlier one's.
+    // Queue order = history order: a later batch's commit never comes before an earlier one's. Two commits on
+    // branches the user merged later (Knowledge commits to the branch HEAD names) are side by side, not out of order.
     if (previous) {
       const prevAt = position.get(previous.commit ?? '');
-      if (prevAt !== undefined && !(at < prevAt)) {
+      if (prevAt !== undefined && !(at < prevAt) && (!repo.parents || isAncestor(repo.parents, commit, previous.commit!))) {
         problems.push({ code: 'history-order', batchId: b.batchId, commit, message: `batch ${b.batchId}'s commit comes before batch ${previous.batchId}'s in the history` });
       }
     }
@@ -291,6 +294,7 @@ export async function verifyStore(store: Store, runner: GitRunner): Promise<Veri
   const commits = parseCommitMessages(log.stdout.toString('utf8'));
   const order = commits.map((c) => c.commit);
   const trailers = new Map<string, Trailers>(commits.map((c) => [c.commit, c.trailers]));
+  const parents = new Map<string, string[]>(commits.map((c) => [c.commit, c.parents]));
   const reachable = new Set(order);
   const existing = await existingCommits(runner, vault, env, batches.filter((b) => b.commit && !reachable.has(b.commit)));
   if (!existing.ok) return unreadable('looking up commits', existing.stderr, existing.timedOut);
@@ -315,7 +319,21 @@ export async function verifyStore(store: Store, runner: GitRunner): Promise<Veri
       blobs.set(n, m && m[2] === 'blob' ? m[1]! : null);
     });
   }
-  return finish({ order, trailers, existing: existing.commits, blobs });
+  return finish({ order, trailers, parents, existing: existing.commits, blobs });
+}
+
+/** Whether `a` is an ancestor of (or is) `b`, by the parents read from the log. */
+function isAncestor(parents: Map<string, string[]>, a: string, b: string): boolean {
+  const seen = new Set<string>();
+  const stack = [b];
+  while (stack.length > 0) {
+    const c = stack.pop()!;
+    if (c === a) return true;
+    if (seen.has(c)) continue;
+    seen.add(c);
+    for (const p of parents.get(c) ?? []) stack.push(p);
+  }
+  return false;
 }
 
 /** Which of these batches' commits exist as commit objects at all. */
