@@ -160,6 +160,14 @@ describe('[PUB-1] validation writes nothing', () => {
     }
   });
 
+  it('frontmatter with a "---" or % directive of its own inside is E_VALIDATION: stored, it would not read back as a record', () => {
+    write('d.md', '---\n--- \nkind: page\ntitle: Double marker\n---\nBody.\n');
+    const r = publish(['d.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_VALIDATION: .*without a "---" marker or % directives/);
+    expect(existsSync(join(vault, 'private'))).toBe(false);
+  });
+
   it('a bad partition or request id is E_VALIDATION', () => {
     write('p.md', '---\nkind: page\ntitle: x\n---\n');
     expect(publish(['--partition', 'conversation:../x', 'p.md']).stderr).toMatch(/^E_VALIDATION: invalid session id/);

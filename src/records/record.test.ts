@@ -59,6 +59,11 @@ describe('parseRecordText envelopes', () => {
     ['duplicate keys', '---\nkind: page\ntitle: a\ntitle: b\n---\n', /unique/],
     ['nested duplicate keys', '---\nkind: page\nx:\n  a: 1\n  a: 2\n---\n', /unique/],
     ['tab indentation', '---\nkind: page\nx:\n\t- a\n---\n', /invalid YAML/],
+    // Written back, these would end the frontmatter early: the stored file would not be a record.
+    ['a "---" of its own inside (trailing space)', '---\n--- \nkind: page\ntitle: x\n---\nbody\n', /without a "---" marker or % directives/],
+    ['a "---" with a comment inside', '---\n--- # c\nkind: page\ntitle: x\n---\n', /without a "---" marker/],
+    ['a %YAML directive', '---\n%YAML 1.2\n--- \nkind: page\ntitle: x\n---\n', /% directives/],
+    ['a %TAG directive', '---\n%TAG !e! tag:example.com:\n--- \nkind: page\ntitle: x\n---\n', /% directives/],
   ])('%s -> ok:false', (_name, text, reason) => {
     const r = parseRecordText(text);
     expect(r.ok).toBe(false);

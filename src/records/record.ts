@@ -289,6 +289,12 @@ export function parseRecordText(text: string): ParseResult {
     const line = lineOfOffset(yamlText, firstError.pos[0]) + 1;
     return fail(`invalid YAML frontmatter (line ${line}): ${yamlErrorMessage(firstError.message)}`);
   }
+  // A "---" of its own (with a trailing space or comment, it was not the closing line) or a % directive:
+  // written back, it would end the frontmatter for the next reader (this one included).
+  const dir = doc.directives;
+  if (dir?.docStart || dir?.yaml.explicit || Object.keys(dir?.tags ?? {}).some((t) => t !== '!!')) {
+    return fail('frontmatter must be one YAML document without a "---" marker or % directives of its own inside it');
+  }
   if (!yaml().isMap(doc.contents)) {
     return fail('frontmatter must be a YAML mapping of keys to values');
   }
