@@ -628,6 +628,25 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(s.readRecord(OP, 'rec-owned').record.path).toBe('conversations/c-moved/owned.md');
   });
 
+  it('a record whose file was broken by hand keeps its id: a new record under it is refused until the file is fixed, then it goes on from its revision', () => {
+    const first = publish([{ id: 'rec-broken', title: 'Breaks', body: 'v1' }]).records[0]!;
+    const good = readFileSync(join(vault, first.path), 'utf8');
+    writeFileSync(join(vault, first.path), good.replace(/^title: .*$/m, 'title: [oops'));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'again.md'), recordText({ id: 'rec-broken', title: 'Breaks', body: 'v2' }));
+    const again = cli(sb, ['publish', '--store', 'st', 'again.md']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^E_CONFLICT: record #1: record rec-broken's file .* no longer reads as a record/);
+    // Still broken after another edit: still its id.
+    writeFileSync(join(vault, first.path), good.replace(/^title: .*$/m, 'title: [oops again'));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    expect(cli(sb, ['publish', '--store', 'st', 'again.md']).code).toBe(1);
+    // Fixed: the record again, at its revision.
+    writeFileSync(join(vault, first.path), good);
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    expect(reader().readRecord(OP, 'rec-broken').record.revision).toBe(1);
+  });
+
   it('a record whose file still exists is never taken for deleted: edited into invalid YAML, or its id now claimed twice', async () => {
     const bad = publish([{ id: 'rec-bad', title: 'Breaks', body: 'fine' }]).records[0]!.path;
     const dup = publish([{ id: 'rec-dup', title: 'Twice', body: 'once' }]).records[0]!.path;

@@ -86,7 +86,11 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
     // What a scan found wrong with the bytes these files held (broken, invalid, in the wrong scope) is
     // gone with them; references are re-checked by the next scan [REC-3].
     const clearFileDiags = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code <> 'invalid-reference'");
-    for (const { f } of prints) clearFileDiags.run(f.path);
+    const clearBroken = db.prepare('DELETE FROM broken_record_files WHERE path = ?');
+    for (const { f } of prints) {
+      clearFileDiags.run(f.path);
+      clearBroken.run(f.path);
+    }
     const batchId = enqueueBatch(db, {
       kind: 'publication',
       refId: plan.publicationId,

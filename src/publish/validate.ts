@@ -156,6 +156,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
   const getTombstone = db.prepare('SELECT revision, partition, path FROM record_tombstones WHERE id = ?');
   const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
+  const brokenClaim = db.prepare('SELECT path, partition FROM broken_record_files WHERE id = ? LIMIT 1');
   // An id is one record store-wide. Taken in a partition an agent may not read, it is refused in words
   // that name nothing of that partition: the refusal itself is all the agent learns (README, Reading).
   const unavailable = (label: string, id: string, where: string, operatorHint: string) =>
@@ -231,6 +232,15 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       }
       if (dupIn.length > 0) {
         throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is claimed by more than one file of the vault (the scan's duplicate-id diagnostics name them); remove or change all but one, scan, then publish`);
+      }
+      // A record whose file still exists but no longer reads as one (its YAML broken by hand) keeps its id:
+      // a new record beside it would start the id again at revision 1, and duplicate it once the file is fixed.
+      const broken = brokenClaim.get(id) as { path: string; partition: string } | undefined;
+      if (broken !== undefined && broken.partition !== partition) {
+        throw unavailable(label, id, broken.partition, 'is claimed by a record file of another partition that no longer reads as a record');
+      }
+      if (broken !== undefined) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: record ${id}'s file ${broken.path} no longer reads as a record (the scan's diagnostics say why); fix it, scan, and publish it with its revision — or delete it and scan first`);
       }
       // A record deleted under this id goes on from its last revision [REC-4, READ-2], in its own
       // partition only: elsewhere the id stays its, so its history stays readable there.

@@ -66,6 +66,9 @@ export class RecordIndexer {
       hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
       tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
       tombstoneOf: db.prepare('SELECT partition FROM record_tombstones WHERE id = ?').pluck(),
+      brokenByPath: db.prepare('SELECT id FROM broken_record_files WHERE path = ?').pluck(),
+      delBroken: db.prepare('DELETE FROM broken_record_files WHERE path = ?'),
+      insBroken: db.prepare('INSERT OR REPLACE INTO broken_record_files(path, id, partition) VALUES (?, ?, ?)'),
     };
     // Most scans (every baseline) have no deleted record to look up: skip the query per claim.
     this.anyTombstone = db.prepare('SELECT 1 FROM record_tombstones LIMIT 1').get() !== undefined;
@@ -89,9 +92,18 @@ export class RecordIndexer {
     if (!known || at.revision > known.revision) this.gone.set(id, at);
   }
 
+  /** Paths released with new bytes, and the id their file claimed: kept if the new bytes no longer read as a record. */
+  private readonly claimedBefore = new Map<string, string>();
+
   /** Forget what a path claimed: its file is `gone` (deleted), or its bytes changed. */
   release(path: string, gone = false): void {
+    const broken = this.s.brokenByPath.get(path) as string | undefined;
+    if (broken !== undefined) {
+      this.s.delBroken.run(path);
+      if (!gone) this.claimedBefore.set(path, broken);
+    }
     const rec = this.s.recByPath.get(path) as { id: string; partition: string; revision: number } | undefined;
+    if (rec !== undefined && !gone) this.claimedBefore.set(path, rec.id);
     if (rec !== undefined) {
       const id = rec.id;
       this.s.delRecByPath.run(path);
@@ -103,6 +115,7 @@ export class RecordIndexer {
     }
     const dup = this.s.dupByPath.get(path) as { id: string; row: string } | undefined;
     if (dup !== undefined) {
+      if (!gone) this.claimedBefore.set(path, dup.id);
       this.s.delDupRow.run(path);
       this.s.delDupView.run(path);
       this.affected.add(dup.id);
@@ -123,9 +136,13 @@ export class RecordIndexer {
     switch (check.kind) {
       case 'yaml':
         return;
-      case 'invalid':
+      case 'invalid': {
         this.s.insDiag.run(path, partition, check.finding.code, check.finding.reason);
+        // A record's file that no longer reads as one still holds its id (publish/validate.ts).
+        const id = this.claimedBefore.get(path);
+        if (id !== undefined) this.s.insBroken.run(path, id, partition);
         return;
+      }
       case 'record': {
         for (const f of check.findings) this.s.insDiag.run(path, partition, f.code, f.reason);
         // A deleted record keeps its id (and history) in its partition, as a publication elsewhere is refused it [REC-4].
