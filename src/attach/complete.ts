@@ -38,6 +38,7 @@ import { takeDigest } from './running-digest.js';
 import { loadAttachment, noteFailure, resetUpload, type AttachmentRow } from './upload.js';
 import { ioError } from './io-error.js';
 import { ATTACH_LIMITS, type AttachmentReceipt } from './types.js';
+import { clipCodePoints } from '../git/commit-stream.js';
 
 interface SourceRow { source_id: string; size: number; media_type: string; path: string; descriptor_path: string; in_history: number }
 
@@ -219,7 +220,7 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
           kind: 'attachment',
           refId: row.attachment_id,
           actor: row.actor,
-          subject: `${row.actor === 'agent' ? 'Agent' : 'Operator'} attached ${row.filename}`.slice(0, 100),
+          subject: clipCodePoints(`${row.actor === 'agent' ? 'Agent' : 'Operator'} attached ${row.filename}`, 100),
           createdAt: now,
           changes,
         });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assertCommittablePath, blobId, buildFastImportStream, commitMessage, epochSeconds, quotePath } from './commit-stream.js';
+import { assertCommittablePath, blobId, buildFastImportStream, clipCodePoints, commitMessage, epochSeconds, quotePath } from './commit-stream.js';
 import { makeBatch } from './test-sandbox.js';
 
 describe('quotePath', () => {
@@ -64,5 +64,14 @@ describe('epochSeconds: a clock set before 1970', () => {
   it('commits as 1970, never a negative date git fsck refuses (badDateOverflow)', () => {
     expect(epochSeconds('1969-12-31T23:00:00.000Z')).toBe(0);
     expect(epochSeconds('1970-01-01T00:00:01.500Z')).toBe(1);
+  });
+});
+
+describe('clipCodePoints', () => {
+  it('never splits a character made of two UTF-16 units', () => {
+    const text = `${'a'.repeat(71)}😀 tail`;
+    expect(clipCodePoints(text, 72)).toBe(`${'a'.repeat(71)}😀`);
+    expect(clipCodePoints('short', 72)).toBe('short');
+    expect(clipCodePoints('😀😀😀', 2)).toBe('😀😀');
   });
 });

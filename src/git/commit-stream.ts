@@ -34,6 +34,12 @@ function oneLine(s: string): string {
 }
 
 /** Whole seconds since the epoch; the commit date is fixed by the batch, not the clock [GIT-6]. */
+/** The first `max` code points of `text`: a cut never splits a character (an emoji's surrogate pair). */
+export function clipCodePoints(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return Array.from(text).slice(0, max).join('');
+}
+
 export function epochSeconds(iso: string): number {
   const ms = Date.parse(iso);
   if (!Number.isFinite(ms)) throw new TypeError(`batch createdAt is not a date: ${iso}`);

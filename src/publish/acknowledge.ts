@@ -10,11 +10,12 @@ import { statFingerprint, upsertVaultFile } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { PlannedPublication } from './validate.js';
 import type { PublicationReceipt } from './types.js';
+import { clipCodePoints } from '../git/commit-stream.js';
 
 export function subjectFor(planned: PlannedPublication): string {
   const recs = planned.plan.records;
   const one = recs.length === 1 ? recs[0]! : null;
-  const title = one ? one.meta.title.replace(/\s+/g, ' ').slice(0, 72) : `${recs.length} records`;
+  const title = one ? clipCodePoints(one.meta.title.replace(/\s+/g, ' '), 72) : `${recs.length} records`;
   return `${planned.plan.actor === 'agent' ? 'Agent' : 'Operator'} published ${title}`;
 }
 

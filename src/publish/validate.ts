@@ -254,7 +254,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       if (last !== undefined && last.path !== path) formerPath = last.path;
     }
     // Appendix A: a claim/relationship given evidence files and no explicit citations cites every given file.
-    const file = requiresEvidence(draft.data.kind as RecordKind) ? withDefaultCitations(draft, sources.map((s) => s.sourceId)) : draft;
+    const file = requiresEvidence(draft.data.kind as RecordKind) ? labelled(label, () => withDefaultCitations(draft, sources.map((s) => s.sourceId))) : draft;
     const { meta, text } = completeDraft(file, { id, revision, scope: partition, now: ids.now, recordedAt });
     if (requiresEvidence(meta.kind) && meta.evidence.length === 0) {
       throw new KnowledgeError('E_VALIDATION', `${label}: a ${meta.kind} must cite evidence (pass --evidence FILE or evidence: [{ source: ID }])`);

@@ -465,6 +465,10 @@ describe('withDefaultCitations', () => {
     const orig = parse('---\nkind: claim\nevidence: [{source: s0}]\n---\n');
     expect(withDefaultCitations(orig, ['s1'])).toBe(orig);
   });
+  it('an empty list with an anchor that is aliased elsewhere is E_VALIDATION, not an internal error', () => {
+    const f = parse('---\nkind: claim\nevidence: &e []\nsee_also: *e\n---\n');
+    expect(() => withDefaultCitations(f, ['s1'])).toThrow(expect.objectContaining({ code: 'E_VALIDATION' }));
+  });
 });
 
 // ---------------------------------------------------------------------------

@@ -710,8 +710,13 @@ export function withDefaultCitations(file: ParsedFile, sourceIds: readonly strin
   if (!isMap(map)) return file;
   const node = doc.createNode(sourceIds.map((source) => ({ source })));
   const pair = map.items.find((p) => keyName(p.key) === 'evidence');
-  if (pair) pair.value = node;
-  else map.items.push(new Pair(new Scalar('evidence'), node));
+  if (pair) {
+    // An anchor on the empty list would leave its aliases (elsewhere in the frontmatter) naming nothing.
+    if (yaml().isNode(pair.value) && pair.value.anchor) {
+      throw new KnowledgeError('E_VALIDATION', 'evidence: an empty evidence list with a YAML anchor (&name) cannot be filled with the given files; remove the anchor, or cite the sources yourself');
+    }
+    pair.value = node;
+  } else map.items.push(new Pair(new Scalar('evidence'), node));
   const data = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
   return { doc, data, body: file.body };
 }
