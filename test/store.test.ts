@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
@@ -80,6 +80,16 @@ describe('[LAY-2] registry settings: --read-only', () => {
     const act = cli(sb, ['activity', '--store', 'st', '--json']);
     expect(act.code).toBe(0);
     expect(JSON.parse(act.stdout)).toEqual([]);
+  });
+
+  it('holds whatever path reaches the store: a symbolic link to it is read-only too', () => {
+    cli(sb, ['init', 'st', '--read-only']);
+    symlinkSync(join(sb.dir, 'st'), join(sb.dir, 'link'));
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const r = cli(sb, ['publish', '--store', 'link', 'a.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_READ_ONLY: /);
+    expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
   });
 });
 

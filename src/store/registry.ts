@@ -2,7 +2,7 @@
  * The registry [LAY-2]: which stores exist and their settings, kept in
  * KNOWLEDGE_HOME (default ~/.knowledge) beside the stores.
  */
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { atomicWrite, mkdirDurable } from '../fsutil.js';
@@ -45,6 +45,26 @@ export class Registry {
 
   get(storeRoot: string): StoreSettings | undefined {
     return this.read().stores[resolve(storeRoot)];
+  }
+
+  /**
+   * The settings of an existing store reached at `storeRoot`, whatever path
+   * it was registered under: that path, its real path (a symbolic link to
+   * it), or else any entry of the same vault id — where one says read-only,
+   * it is read-only here too.
+   */
+  settingsOf(storeRoot: string, vaultId: string): StoreSettings | undefined {
+    const stores = this.read().stores;
+    let real: string | undefined;
+    try {
+      real = realpathSync(storeRoot);
+    } catch {
+      real = undefined;
+    }
+    const direct = stores[resolve(storeRoot)] ?? (real !== undefined ? stores[real] : undefined);
+    if (direct && (direct.vaultId === vaultId || !direct.writesEnabled)) return direct;
+    const same = Object.values(stores).filter((s) => s.vaultId === vaultId);
+    return same.find((s) => !s.writesEnabled) ?? direct ?? same[0];
   }
 
   put(storeRoot: string, settings: StoreSettings): void {

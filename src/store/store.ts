@@ -157,7 +157,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     db.close();
     throw new KnowledgeError('E_UNAVAILABLE', `store ${root}: vault.json (${manifest.vaultId}) does not belong to state.sqlite (${dbVault ?? 'none'})`);
   }
-  const settings = registry.get(root) ?? { vaultId: manifest.vaultId, writesEnabled: true, createdAt: manifest.createdAt };
+  const settings = registry.settingsOf(root, manifest.vaultId) ?? { vaultId: manifest.vaultId, writesEnabled: true, createdAt: manifest.createdAt };
   let writer = false;
   if (opts.write) {
     try {
