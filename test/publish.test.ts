@@ -168,6 +168,14 @@ describe('[PUB-1] validation writes nothing', () => {
     expect(existsSync(join(vault, 'private'))).toBe(false);
   });
 
+  it('receipt and resume of an id that names nothing say what was looked for', () => {
+    for (const cmd of ['receipt', 'resume']) {
+      const r = cli(sb, [cmd, '--store', 'st', 'pub-nope']);
+      expect(r.code, cmd).toBe(1);
+      expect(r.stderr).toBe('E_NOT_FOUND: no publication, attachment or request pub-nope\n');
+    }
+  });
+
   it('a bad partition or request id is E_VALIDATION', () => {
     write('p.md', '---\nkind: page\ntitle: x\n---\n');
     expect(publish(['--partition', 'conversation:../x', 'p.md']).stderr).toMatch(/^E_VALIDATION: invalid session id/);

@@ -130,12 +130,18 @@ function renderReceipt(r: PublicationReceipt | AttachmentReceipt): string {
 }
 
 /** Publications first, then attachments: ids and request ids never collide between them. */
-async function orAttachment<T>(publication: () => Promise<T> | T, attachment: () => Promise<AttachmentReceipt> | AttachmentReceipt): Promise<T | AttachmentReceipt> {
+async function orAttachment<T>(id: string, publication: () => Promise<T> | T, attachment: () => Promise<AttachmentReceipt> | AttachmentReceipt): Promise<T | AttachmentReceipt> {
   try {
     return await publication();
   } catch (err) {
     if (!isKnowledgeError(err) || err.code !== 'E_NOT_FOUND') throw err;
-    return await attachment();
+    try {
+      return await attachment();
+    } catch (e) {
+      // Neither: say what was looked for, not only the last place.
+      if (isKnowledgeError(e) && e.code === 'E_NOT_FOUND') throw new KnowledgeError('E_NOT_FOUND', `no publication, attachment or request ${id}`);
+      throw e;
+    }
   }
 }
 
@@ -271,7 +277,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           throw new UsageError(`${positionals[0]} is a scan: run knowledge scan, which commits every waiting checkpoint first`);
         }
         const receipt = await withService(dir, true, 'knowledge resume', env, (s) =>
-          orAttachment(() => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!)));
+          orAttachment(positionals[0]!, () => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!)));
         emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
       }
@@ -286,7 +292,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           return 0;
         }
         const receipt = await withService(dir, false, 'knowledge receipt', env, (s) =>
-          orAttachment(() => s.publicationReceipt(positionals[0]!), () => s.attachmentReceipt(positionals[0]!)));
+          orAttachment(positionals[0]!, () => s.publicationReceipt(positionals[0]!), () => s.attachmentReceipt(positionals[0]!)));
         emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
       }
