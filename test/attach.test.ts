@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { spawnSync, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import YAML from 'yaml';
-import { makeSandbox, storeSandbox, cli, cliPath, userGit, canMountTmpfs, type Sandbox } from './helpers.js';
+import { makeSandbox, storeSandbox, cli, cliPath, userGit, canMountTmpfs, runUnshared, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { isKnowledgeError } from '../src/errors.js';
 
@@ -609,7 +609,7 @@ describe('a disk that fills up mid-upload', () => {
     mkdirSync(join(sb.dir, 'mnt'));
     const rid = '0e1d2c3b-4a59-4687-9766-554433221100';
     const k = `${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)}`;
-    const script = [
+    const read = runUnshared(sb, [
       'set -u',
       'mount -t tmpfs -o size=16m tmpfs mnt',
       `${k} init mnt/st >/dev/null || exit 90`,
@@ -621,10 +621,7 @@ describe('a disk that fills up mid-upload', () => {
       'sha256sum mnt/st/vault/private/evidence/*/*/big.log >sha2 2>&1',
       'git -C mnt/st/vault status --porcelain --untracked-files=all >status2 2>&1',
       'exit 0',
-    ].join('\n');
-    const r = spawnSync('unshare', ['-rm', 'sh', '-c', script], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
-    expect(r.status, r.stderr).toBe(0);
-    const read = (n: string) => readFileSync(join(sb.dir, n), 'utf8');
+    ]);
     expect(read('code1').trim()).toBe('1');
     expect(read('err1')).toMatch(/^E_IO: .*disk is full.* bytes are kept: retry with request id 0e1d2c3b-4a59-4687-9766-554433221100 to resume/);
     expect(read('err1').trim().split('\n')).toHaveLength(1);

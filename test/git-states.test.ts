@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { storeSandbox, cli, cliPath, canMountTmpfs, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, canMountTmpfs, racingGit, runUnshared, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import Database from 'better-sqlite3';
 
@@ -328,7 +328,7 @@ describe('[GIT-18] a full disk under the repository', () => {
     writeFileSync(join(sb.dir, 'big.txt'), randomBytes(3 * 1024 * 1024).toString('base64').slice(0, 3 * 1024 * 1024));
     writeFileSync(join(sb.dir, 'c.md'), '---\nkind: claim\nclaim_kind: fact\ntitle: Cites a big file\n---\n');
     const k = `${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)}`;
-    const script = [
+    const read = runUnshared(sb, [
       'set -u',
       'cp -a st/vault/.git/objects objects.copy',
       'mount -t tmpfs -o size=1m tmpfs st/vault/.git/objects || exit 90',
@@ -340,10 +340,7 @@ describe('[GIT-18] a full disk under the repository', () => {
       'git -C st/vault log --format=%s main >log2 2>&1',
       'git -C st/vault fsck --connectivity-only >fsck2 2>&1; echo $? >>fsck2',
       'exit 0',
-    ].join('\n');
-    const r = spawnSync('unshare', ['-rm', 'sh', '-c', script], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
-    expect(r.status, r.stderr).toBe(0);
-    const read = (f: string) => readFileSync(join(sb.dir, f), 'utf8');
+    ]);
     expect(read('code1').trim(), read('err1')).toBe('0'); // accepted: its files are installed [GIT-15]
     const first = JSON.parse(read('out1')) as Receipt;
     expect(first.git).toMatchObject({ state: 'pending', code: 'disk-full' });

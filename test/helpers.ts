@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdtempSync, mkdirSync, rmSync, realpathSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
@@ -122,4 +122,16 @@ export function canMountTmpfs(what: string): boolean {
   const r = spawnSync('unshare', ['-rm', 'sh', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d" && rmdir "$d"'], { encoding: 'utf8' });
   if (r.status !== 0) console.warn(`skipping ${what}: cannot mount a tmpfs in a private namespace here (${(r.stderr || String(r.error)).trim()})`);
   return r.status === 0;
+}
+
+/**
+ * Run shell `lines` as root of a private mount namespace (unshare -rm) in the
+ * sandbox (see canMountTmpfs), for tests that mount a small tmpfs to fill a
+ * disk for real. The script must end `exit 0`; what it leaves in files of the
+ * sandbox is read back with `read`.
+ */
+export function runUnshared(sb: Sandbox, lines: string[]): (file: string) => string {
+  const r = spawnSync('unshare', ['-rm', 'sh', '-c', lines.join('\n')], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`the namespace script failed (${r.status}): ${r.stderr}`);
+  return (file) => readFileSync(join(sb.dir, file), 'utf8');
 }
