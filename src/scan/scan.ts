@@ -268,18 +268,16 @@ async function keepSparseCheckout(store: Store, runner: GitRunner, seen: Observa
  * repository's (git itself refuses to add them). Committed here, they would
  * replace the gitlink in the branch and in the user's index. Left out of the
  * scan — not staged, indexed or committed — with one diagnostic per submodule.
- * One `ls-tree` of folders, only when the scan read something.
+ * One `ls-tree` of folders, only when the scan read a file new to it.
  */
 async function keepOutOfSubmodules(store: Store, runner: GitRunner, scanId: string, seen: Observation): Promise<void> {
-  if (seen.read.length === 0 || !(await runner.detect()).ok) return;
+  // Only a path new to Knowledge can lie under one: a file it recorded was in the branch as a file.
+  const added = seen.read.filter((f) => f.knownSha256 === null);
+  if (added.length === 0 || !(await runner.detect()).ok) return;
   const repo = await inspectLayout(runner, store.paths.vault);
   if (repo.kind !== 'ready' || repo.head === null) return;
-  const tops = new Set<string>();
-  for (const f of seen.read) {
-    const p = partitionOfPath(f.path);
-    if (p !== null) tops.add(partitionDir(p));
-  }
-  const links = tops.size > 0 ? await gitlinksUnder(runner, repo.workTree, repo.head, [...tops]) : null;
+  const tops = [...partitionsRead(added)].map((p) => partitionDir(p as PartitionId));
+  const links = tops.length > 0 ? await gitlinksUnder(runner, repo.workTree, repo.head, tops) : null;
   if (links === null || links.size === 0) return;
   const submoduleOf = (path: string): string | null => {
     for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) if (links.has(path.slice(0, i))) return path.slice(0, i);
