@@ -66,7 +66,7 @@ export class KnowledgeService {
 
   private constructor(readonly store: Store, git: GitRunnerOptions | undefined) {
     this.runner = new GitRunner(git);
-    this.databaseIdentity = fileIdentity(store.paths.database);
+    this.databaseIdentity = inodeOf(store.paths.database);
   }
 
   static open(storeDir: string, opts: ServiceOptions): KnowledgeService {
@@ -105,7 +105,7 @@ export class KnowledgeService {
     const missing = [!isDirectory(p.vault) && 'vault directory', !isFile(p.manifest) && 'vault/vault.json', !isFile(p.database) && 'state.sqlite'].filter(Boolean);
     if (missing.length) throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: missing ${missing.join(', ')}`);
     // Another file renamed into its place: this handle would go on writing a file nobody reads.
-    if (fileIdentity(p.database) !== this.databaseIdentity) {
+    if (inodeOf(p.database) !== this.databaseIdentity) {
       throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: its state.sqlite was replaced since this process opened it; restart this process to use the new one`);
     }
   }
@@ -258,7 +258,7 @@ export class KnowledgeService {
     const row = completeUpload(this.store, id);
     const failure = row.batch_id !== null ? await drainAccepted(this.store, this.runner, { through: row.batch_id }) : null;
     const receipt = attachmentReceipt(this.store.db, row.attachment_id);
-    if (failure && receipt.git.state !== 'committed') receipt.git = failure;
+    receipt.git = acceptedGitState(this.store.db, row.batch_id, failure);
     return receipt;
   }
 
@@ -430,8 +430,8 @@ export class KnowledgeService {
   }
 }
 
-/** `dev:ino` of a file, or null when it cannot be looked at. */
-function fileIdentity(path: string): string | null {
+/** `dev:ino` of a file (which file it is, not what it holds), or null when it cannot be looked at. */
+function inodeOf(path: string): string | null {
   try {
     const st = statSync(path);
     return `${st.dev}:${st.ino}`;
