@@ -382,13 +382,24 @@ export class KnowledgeService {
     return history;
   }
 
-  /** Unified diff between two committed versions (full commit ids listed by recordHistory). */
+  /**
+   * Unified diff between two committed versions: commit ids listed by
+   * recordHistory, whole or shortened (at least 7 digits, as `knowledge
+   * history` prints them) to one of this record's versions.
+   */
   async recordDiff(caller: Caller, id: string, from: string, to: string): Promise<RecordDiff> {
-    if (!isFullCommitId(from) || !isFullCommitId(to)) {
-      throw new KnowledgeError('E_VALIDATION', 'from and to must be full hexadecimal commit ids (40 or 64 characters)');
+    const idLike = /^[0-9a-f]{7,64}$/;
+    if (!idLike.test(from) || !idLike.test(to)) {
+      throw new KnowledgeError('E_VALIDATION', 'from and to must be commit ids: hexadecimal, whole or at least their first 7 digits');
     }
     const history = await this.recordHistory(caller, id);
-    return diffVersions(this.runner, this.store.paths.vault, history, from, to);
+    const whole = (c: string): string => {
+      if (isFullCommitId(c)) return c;
+      const matches = [...new Set(history.versions.map((v) => v.commit).filter((v) => v.startsWith(c)))];
+      if (matches.length > 1) throw new KnowledgeError('E_VALIDATION', `commit ${c} names ${matches.length} versions of ${id}; give more digits`);
+      return matches[0] ?? c; // none: the diff says the commit is not one of its versions
+    };
+    return diffVersions(this.runner, this.store.paths.vault, history, whole(from), whole(to));
   }
 
   /**

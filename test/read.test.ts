@@ -428,14 +428,18 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(same.patch).toBe('');
   });
 
-  it('refuses revision expressions, abbreviations and commits that are not versions of the record', async () => {
-    const [r1] = threeRevisions();
+  it('refuses revision expressions and commits that are not versions of the record; a short id names only one of its versions', async () => {
+    const [r1, r2] = threeRevisions();
     const other = publish([{ title: 'Other' }]);
     const s = reader();
-    for (const bad of ['HEAD', 'main', r1!.git.commit!.slice(0, 12), `${r1!.git.commit}^`, '--output=/tmp/x']) {
+    for (const bad of ['HEAD', 'main', r1!.git.commit!.slice(0, 6), `${r1!.git.commit}^`, '--output=/tmp/x']) {
       expect(await asyncErrorCode(() => s.recordDiff(OP, 'rec-h', bad, r1!.git.commit!)), bad).toBe('E_VALIDATION');
     }
     expect(await asyncErrorCode(() => s.recordDiff(OP, 'rec-h', other.git.commit!, r1!.git.commit!))).toBe('E_VALIDATION');
+    // Shortened, it is matched against the record's own versions only (never handed to git as a revision).
+    expect(await asyncErrorCode(() => s.recordDiff(OP, 'rec-h', other.git.commit!.slice(0, 12), r1!.git.commit!))).toBe('E_VALIDATION');
+    const full = await s.recordDiff(OP, 'rec-h', r1!.git.commit!, r2!.git.commit!);
+    expect(await s.recordDiff(OP, 'rec-h', r1!.git.commit!.slice(0, 12), r2!.git.commit!.slice(0, 7))).toEqual(full);
   });
 
   it('labels a user\'s own commit unknown and follows a rename to the current path', async () => {
@@ -726,6 +730,13 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     const d = cli(sb, ['history', '--store', 'st', 'rec-cli', '--from', a.git.commit!, '--to', b.git.commit!]);
     expect(d.code, d.stderr).toBe(0);
     expect(d.stdout).toContain('+two');
+    // The short ids the text prints are enough.
+    const short = (c: string) => text.stdout.match(new RegExp(`\\b(${c.slice(0, 7)}[0-9a-f]*)\\b`))![1]!;
+    expect(short(a.git.commit!).length).toBeLessThan(40);
+    const ds = cli(sb, ['history', '--store', 'st', 'rec-cli', '--from', short(a.git.commit!), '--to', short(b.git.commit!)]);
+    expect(ds.code, ds.stderr).toBe(0);
+    expect(ds.stdout).toBe(d.stdout);
+    expect(cli(sb, ['history', '--store', 'st', 'rec-cli', '--from', 'abc', '--to', short(b.git.commit!)]).stderr).toMatch(/^E_VALIDATION: from and to must be commit ids/);
     expect(cli(sb, ['history', '--store', 'st', 'rec-cli', '--from', a.git.commit!]).code).toBe(2);
     const missing = cli(sb, ['history', '--store', 'st', 'rec-none']);
     expect(missing.code).toBe(1);
