@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { isKnowledgeError } from '../errors.js';
 import type { RegistryFile } from '../store/registry.js';
 import { agentBinding, isValidAgentId, readPartition, withAgentBound, writePartition, type AgentCaller } from './identity.js';
@@ -14,6 +17,19 @@ describe('[SURF-3] which store an agent may use (registry agents map)', () => {
     expect(agentBinding(bound, 'a1', '/s/one/')).toEqual({ kind: 'bound' });
     expect(agentBinding(bound, 'a1', '/s/two')).toEqual({ kind: 'foreign', store: '/s/one' });
     expect(agentBinding(bound, 'a2', '/s/two')).toEqual({ kind: 'unbound' });
+  });
+
+  it('is bound through a symbolic link to its store, and the other way round', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kn-bind-'));
+    try {
+      mkdirSync(join(dir, 'st'));
+      symlinkSync(join(dir, 'st'), join(dir, 'link'));
+      expect(agentBinding(withAgentBound(reg({}), 'a1', join(dir, 'st')), 'a1', join(dir, 'link'))).toEqual({ kind: 'bound' });
+      expect(agentBinding(withAgentBound(reg({}), 'a1', join(dir, 'link')), 'a1', join(dir, 'st'))).toEqual({ kind: 'bound' });
+      expect(agentBinding(withAgentBound(reg({}), 'a1', join(dir, 'st')), 'a1', join(dir, 'gone'))).toMatchObject({ kind: 'foreign' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('does not take inherited object keys for agents', () => {

@@ -9,6 +9,7 @@
  * launch of the same agent on another store is denied (E_DENIED) until the
  * operator edits `agents` in registry.json.
  */
+import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import { isValidSessionId, type PartitionId } from '../store/layout.js';
@@ -32,7 +33,17 @@ export type AgentBinding =
 export function agentBinding(reg: RegistryFile, agentId: string, storeRoot: string): AgentBinding {
   const entry = Object.prototype.hasOwnProperty.call(reg.agents, agentId) ? reg.agents[agentId] : undefined;
   if (!entry) return { kind: 'unbound' };
-  return resolve(entry.store) === resolve(storeRoot) ? { kind: 'bound' } : { kind: 'foreign', store: entry.store };
+  return samePlace(entry.store, storeRoot) ? { kind: 'bound' } : { kind: 'foreign', store: entry.store };
+}
+
+/** The same store: the same path, or paths that resolve to the same folder (a symbolic link to it). */
+function samePlace(a: string, b: string): boolean {
+  if (resolve(a) === resolve(b)) return true;
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false; // one of them does not exist: not the same store
+  }
 }
 
 /** The registry after binding `agentId` to `storeRoot` (pure; the input is not mutated). */
