@@ -613,6 +613,24 @@ describe('[SCAN-1][GIT-10] the executable bit, as Git records it (docs/local-his
     expect(status()).toBe('');
   });
 
+  it('where links are checked out as plain files (core.symlinks=false), a committed symbolic link stays one: no empty commit, and an edit keeps mode 120000', () => {
+    put('private/a.md', record('a', 'A'));
+    scan();
+    userGit(sb, vault, ['config', 'core.symlinks', 'false']);
+    // What git checks out for a link there: a plain file holding the target.
+    put('private/link.md', 'a.md');
+    const oid = userGit(sb, vault, ['hash-object', '-w', 'private/link.md']).trim();
+    userGit(sb, vault, ['update-index', '--add', '--cacheinfo', `120000,${oid},private/link.md`]);
+    userGit(sb, vault, ['commit', '-q', '-m', 'user: a link']);
+    const before = commits();
+    expect(scan()).toMatchObject({ added: ['private/link.md'], git: null });
+    expect(commits()).toBe(before);
+    put('private/link.md', 'other.md');
+    expect(scan()).toMatchObject({ modified: ['private/link.md'], git: { state: 'committed' } });
+    expect(mode('private/link.md')).toBe('120000');
+    expect(status()).toBe('');
+  });
+
   it('a publication over a file the user made executable commits the file Knowledge installs: not executable', () => {
     const first = publish('---\nkind: page\ntitle: Pub\n---\nv1\n');
     const { id, path } = first.records[0] as { id: string; path: string };

@@ -18,7 +18,7 @@
 import { lstat, mkdir, open, realpath, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, pendingCodeOfErrno, type GitResult, type GitRunner } from './runner.js';
-import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
+import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, checksOutLinks, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
 import { assertCommittablePath, batchTrailerValue, blobId, chainModes, epochSeconds, modesDependOnFileMode, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
@@ -239,7 +239,8 @@ export async function commitChain(
     }
     const reusedBatches = batches.slice(0, reused.length);
     const parentExec = executableOf(parentEntries);
-    reusedSteps = stepsFor(reusedBatches, parentExec, await fileModeFor(runner, vault, reusedBatches, parentExec), fmt);
+    const parentLinks = await keptLinks(runner, vault, parentEntries);
+    reusedSteps = stepsFor(reusedBatches, parentExec, await fileModeFor(runner, vault, reusedBatches, parentExec), fmt, undefined, parentLinks);
     // What the cut-short attempt left out of a scan's commit (withoutOvertaken) is read from that commit itself.
     const left = await leftOutOf(runner, vault, reusedBatches[0]!, reused[0]!, reusedSteps[0]!);
     if (left.length > 0) {
@@ -288,18 +289,19 @@ export async function commitChain(
   }
   const executable = executableOf(tipEntries);
   const fileMode = await fileModeFor(runner, vault, rest, executable);
+  const links = await keptLinks(runner, vault, tipEntries);
   // Each new commit's entries, from its own bytes (the index update uses them too).
-  let newSteps = stepsFor(rest, executable, fileMode, fmt, opts.preloaded);
+  let newSteps = stepsFor(rest, executable, fileMode, fmt, opts.preloaded, links);
   const preloaded = opts.preloaded && rest.some((b) => opts.preloaded!.has(b.batchId))
     ? rest.map((b, i) => (opts.preloaded!.has(b.batchId) ? newSteps[i]! : null))
     : undefined;
-  let imported = await fi.chain(rest, { from: tip, executable, fileMode, ...(preloaded ? { preloaded } : {}) });
+  let imported = await fi.chain(rest, { from: tip, executable, fileMode, links, ...(preloaded ? { preloaded } : {}) });
   if (!imported.ok && preloaded) {
     // A preloaded blob git does not have (say, the repository was replaced
     // meanwhile): carry the bytes, and take every id from them again (the
     // index update and the recorded ids use these steps).
-    newSteps = stepsFor(rest, executable, fileMode, fmt);
-    imported = await acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG).chain(rest, { from: tip, executable, fileMode });
+    newSteps = stepsFor(rest, executable, fileMode, fmt, undefined, links);
+    imported = await acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG).chain(rest, { from: tip, executable, fileMode, links });
   }
   if (!imported.ok) return imported.result ? failed(runner, imported.result) : pend('git-error', imported.reason);
   const marks = imported.marks;
@@ -618,6 +620,19 @@ function executableOf(entries: ReadonlyMap<string, Entry>): Set<string> {
   return out;
 }
 
+/**
+ * The paths among `entries` that are symbolic links in a repository that
+ * does not check links out as links (core.symlinks=false): their changes keep
+ * mode 120000, as git's own would. core.symlinks is read only when a link is
+ * among them.
+ */
+async function keptLinks(runner: GitRunner, vault: string, entries: ReadonlyMap<string, Entry>): Promise<ReadonlySet<string>> {
+  const links: string[] = [];
+  for (const [p, e] of entries) if (e.mode === '120000') links.push(p);
+  if (links.length === 0 || (await checksOutLinks(runner, vault))) return new Set();
+  return new Set(links);
+}
+
 /** The repository's core.fileMode, read only when the chain's modes depend on it (commit-stream.ts). */
 function fileModeFor(runner: GitRunner, vault: string, batches: readonly BatchForCommit[], executable: ReadonlySet<string>): Promise<boolean> | boolean {
   return modesDependOnFileMode(batches, executable) ? recordsExecBit(runner, vault) : true;
@@ -632,8 +647,10 @@ export function stepsFor(
   fmt: 'sha1' | 'sha256',
   /** Blob ids already known per batch and path (blob-preload.ts): those bytes are not read again. */
   known?: ReadonlyMap<number, BlobIds>,
+  /** Paths kept as symbolic links (commit-stream.ts chainModes). */
+  links?: ReadonlySet<string>,
 ): Step[] {
-  const modes = chainModes(batches, executable, fileMode);
+  const modes = chainModes(batches, executable, fileMode, links);
   return batches.map((b, i) => {
     const step = new Map<string, Entry | null>();
     const ids = known?.get(b.batchId);

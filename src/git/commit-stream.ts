@@ -125,6 +125,8 @@ export interface StreamPlan {
   executable: ReadonlySet<string>;
   /** Whether the repository records the executable bit (core.fileMode; chainModes). */
   fileMode: boolean;
+  /** Paths whose parent entry is a symbolic link kept as one (core.symlinks=false; chainModes). */
+  links?: ReadonlySet<string>;
   /**
    * For a fast-import that goes on running after this chain
    * (import-session.ts): the chain ends with `checkpoint` (the pack is closed
@@ -152,14 +154,32 @@ export interface StreamPlan {
  * bit, so a later re-creation starts again — exactly what the same batches
  * committed one at a time would have written.
  */
-export function chainModes(batches: readonly BatchForCommit[], executable: ReadonlySet<string>, fileMode: boolean): Array<Map<string, '100644' | '100755' | null>> {
+export type FileEntryMode = '100644' | '100755' | '120000';
+
+export function chainModes(
+  batches: readonly BatchForCommit[],
+  executable: ReadonlySet<string>,
+  fileMode: boolean,
+  /**
+   * Paths whose entry at `from` is a symbolic link in a repository that does
+   * not check links out as links (core.symlinks=false): git keeps 120000 for
+   * the plain file holding the link's target, and so does Knowledge.
+   */
+  links: ReadonlySet<string> = new Set(),
+): Array<Map<string, FileEntryMode | null>> {
   const exec = new Set(executable);
+  const link = new Set(links);
   return batches.map((batch) => {
-    const modes = new Map<string, '100644' | '100755' | null>();
+    const modes = new Map<string, FileEntryMode | null>();
     for (const ch of batch.changes) {
       if (isDeletion(ch)) {
         exec.delete(ch.path);
+        link.delete(ch.path);
         modes.set(ch.path, null);
+        continue;
+      }
+      if (link.has(ch.path)) {
+        modes.set(ch.path, '120000');
         continue;
       }
       if (fileMode && ch.exec !== undefined) {
@@ -201,7 +221,7 @@ export function buildFastImportStream(batch: BatchForCommit, plan: StreamPlan): 
  */
 export function* chainStreamPieces(batches: readonly BatchForCommit[], plan: StreamPlan): Generator<Buffer> {
   if (batches.length === 0) throw new TypeError('a chain needs at least one batch');
-  const modes = chainModes(batches, plan.executable, plan.fileMode);
+  const modes = chainModes(batches, plan.executable, plan.fileMode, plan.links);
   const text = (s: string) => Buffer.from(s, 'utf8');
   if (plan.session && !plan.from) yield text(`reset ${plan.ref}\n`);
   for (let i = 0; i < batches.length; i++) {

@@ -243,8 +243,8 @@ async function layoutKey(vault: string, dotGit: string): Promise<string | null> 
   }
 }
 
-/** core.fileMode per work tree, under the same key as the layout (the config file's identity). */
-const fileModeCache = new Map<string, { key: string; value: boolean }>();
+/** core.fileMode and core.symlinks per work tree, under the same key as the layout (the config file's identity). */
+const coreFlagCache = new Map<string, { key: string; value: boolean }>();
 
 /**
  * Whether the repository at `workTree` (a ready one: its real path) records
@@ -254,13 +254,30 @@ const fileModeCache = new Map<string, { key: string; value: boolean }>();
  * Knowledge (commit-stream.ts chainModes). A config git cannot read counts as
  * the default: the checkpoint itself meets and reports that.
  */
-export async function recordsExecBit(runner: GitRunner, workTree: string): Promise<boolean> {
+export function recordsExecBit(runner: GitRunner, workTree: string): Promise<boolean> {
+  return coreFlag(runner, workTree, 'core.fileMode');
+}
+
+/**
+ * Whether the repository at `workTree` checks symbolic links out as links:
+ * `core.symlinks`, true unless set false (`git init` sets it false where the
+ * file system has none). Where it is false, a link is a plain file holding
+ * its target, and git keeps the path's 120000 mode when it is changed; so
+ * does Knowledge (commit-stream.ts chainModes).
+ */
+export function checksOutLinks(runner: GitRunner, workTree: string): Promise<boolean> {
+  return coreFlag(runner, workTree, 'core.symlinks');
+}
+
+/** A boolean core setting that defaults to true, cached under the layout key (the config file's identity). */
+async function coreFlag(runner: GitRunner, workTree: string, name: 'core.fileMode' | 'core.symlinks'): Promise<boolean> {
   const key = await layoutKey(workTree, join(workTree, '.git'));
-  const known = key !== null ? fileModeCache.get(workTree) : undefined;
+  const cacheKey = `${name}\0${workTree}`;
+  const known = key !== null ? coreFlagCache.get(cacheKey) : undefined;
   if (known && known.key === key) return known.value;
-  const r = await runner.run(['config', '--type=bool', '--get', 'core.fileMode'], { cwd: workTree, env: vaultEnv(workTree) });
+  const r = await runner.run(['config', '--type=bool', '--get', name], { cwd: workTree, env: vaultEnv(workTree) });
   const value = !(r.code === 0 && r.stdout.toString('utf8').trim() === 'false');
-  if (key !== null && !r.timedOut && (r.code === 0 || r.code === 1)) fileModeCache.set(workTree, { key, value });
+  if (key !== null && !r.timedOut && (r.code === 0 || r.code === 1)) coreFlagCache.set(cacheKey, { key, value });
   return value;
 }
 

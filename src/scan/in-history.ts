@@ -16,7 +16,7 @@
  */
 import type { Store } from '../store/store.js';
 import type { GitRunner } from '../git/runner.js';
-import { inspectLayout, recordsExecBit } from '../git/inspect.js';
+import { checksOutLinks, inspectLayout, recordsExecBit } from '../git/inspect.js';
 import { readTreeEntries } from '../git/index-sync.js';
 import { blobId } from '../git/commit-stream.js';
 
@@ -35,11 +35,15 @@ export async function changesInBranchTip(
   const tip = await readTreeEntries(runner, repo.workTree, repo.head, [...change.write, ...change.remove]);
   if (!tip.ok) return false;
   for (const path of change.remove) if (tip.entries.has(path)) return false;
-  // Paths and modes first (no bytes read while any path is missing), then the blobs.
+  // Paths and modes first (no bytes read while any path is missing), then the blobs. A symbolic link
+  // in the tip is the same file only where links are checked out as plain files (core.symlinks=false).
+  let links = false;
   for (const path of change.write) {
     const mode = tip.entries.get(path)?.mode;
-    if (mode !== '100644' && mode !== '100755') return false;
+    if (mode === '120000') links = true;
+    else if (mode !== '100644' && mode !== '100755') return false;
   }
+  if (links && (await checksOutLinks(runner, repo.workTree))) return false;
   const staged = db.prepare('SELECT bytes, exec FROM scan_staging WHERE scan_id = ? AND path = ?').raw();
   // A file whose executable bit differs from the tip's mode is a change where the repository records the bit.
   let modesDiffer = false;
@@ -47,7 +51,7 @@ export async function changesInBranchTip(
     const row = staged.get(scanId, path) as [Buffer, number] | undefined;
     const entry = tip.entries.get(path)!;
     if (row === undefined || blobId(row[0], repo.objectFormat) !== entry.oid) return false;
-    if ((row[1] === 1) !== (entry.mode === '100755')) modesDiffer = true;
+    if (entry.mode !== '120000' && (row[1] === 1) !== (entry.mode === '100755')) modesDiffer = true;
   }
   return !modesDiffer || !(await recordsExecBit(runner, repo.workTree));
 }
