@@ -101,7 +101,7 @@ export async function inspectLayout(runner: GitRunner, vaultDir: string): Promis
   if (known && known.key === key && headFile.kind === 'branch') {
     const tip = await readLooseRef(dotGit, headFile.ref);
     if (tip !== null && tip.length === (known.objectFormat === 'sha256' ? 64 : 40)) {
-      return finishInspection(runner, vault, dotGit, env, headFile, tip, known.objectFormat);
+      return finishInspection(runner, vault, dotGit, env, headFile, tip, known.objectFormat, headFile.ref);
     }
   }
   // One rev-parse for the layout and the tip; `--` makes HEAD a revision even
@@ -164,6 +164,8 @@ async function finishInspection(
   headFile: HeadFile,
   headOid: string | null,
   fmt: 'sha1' | 'sha256',
+  /** A branch whose loose ref file was just read and holds a commit id: no symbolic ref, not read again. */
+  plainRef?: string,
 ): Promise<RepoInspection> {
   // Operations left half-done by the user: finish them first [GIT-18].
   const op = await operationInProgress(gitDir);
@@ -175,7 +177,7 @@ async function finishInspection(
   const branchRef = head.ref;
   if (!branchRef.startsWith('refs/heads/')) return pending('detached-head', `HEAD points at ${branchRef}, not a local branch`);
   // A branch that is itself a symbolic ref: git moves whatever it names in the end, which must be a branch too.
-  const target = await symrefTarget(gitDir, branchRef);
+  const target = branchRef === plainRef ? null : await symrefTarget(gitDir, branchRef);
   if (target !== null && !target.startsWith('refs/heads/')) {
     return pending('detached-head', `HEAD names ${branchRef}, a symbolic ref to ${target}, not a local branch; check out a branch, then retry`);
   }
