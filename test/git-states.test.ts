@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, sta
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { storeSandbox, cli, cliPath, canMountTmpfs, racingGit, runUnshared, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, canMountTmpfs, gitWrapper, racingGit, runUnshared, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import Database from 'better-sqlite3';
 
@@ -141,9 +141,7 @@ const cases: Case[] = [
   {
     name: 'a git that hangs (timeout)', code: 'timeout', reason: /did not finish in time/, signs: [],
     make: () => {
-      const wrapper = join(sb.dir, 'slow-git');
-      writeFileSync(wrapper, '#!/bin/sh\nfor a in "$@"; do [ "$a" = fast-import ] && exec sleep 60; done\nexec git "$@"\n');
-      chmodSync(wrapper, 0o755);
+      gitWrapper(sb, 'slow-git', ['for a in "$@"; do [ "$a" = fast-import ] && exec sleep 60; done']);
     },
     env: () => ({ KNOWLEDGE_GIT: join(sb.dir, 'slow-git'), KNOWLEDGE_GIT_TIMEOUT_MS: '4000' }),
     fix: () => undefined, // the user's git is fine again
@@ -249,16 +247,11 @@ describe('[GIT-6][GIT-10] a ref transaction whose answer is lost after the branc
     publish();
     // A git whose `update-ref --stdin` moves the branch and then answers too late for the timeout.
     const slow = join(sb.dir, 'slow-ref');
-    const wrapper = join(sb.dir, 'slow-git');
-    writeFileSync(wrapper, [
-      '#!/bin/sh',
+    const wrapper = gitWrapper(sb, 'slow-git', [
       'case " $* " in *" update-ref "*" --stdin "*)',
       `  if [ -f '${slow}' ]; then git "$@" | while IFS= read -r l; do sleep 4; printf '%s\\n' "$l"; done; exit 0; fi;;`,
       'esac',
-      'exec git "$@"',
-      '',
-    ].join('\n'));
-    chmodSync(wrapper, 0o755);
+    ]);
     writeFileSync(slow, '');
     const env = { KNOWLEDGE_GIT: wrapper, KNOWLEDGE_GIT_TIMEOUT_MS: '1500' };
     const b = publish(env);
@@ -390,9 +383,7 @@ describe('[GIT-10][GIT-18] the repository changing while a checkpoint is being b
 
 /** A git wrapper whose `update-index` fails while the file `flag` exists (a full disk, an OOM-killed git). */
 function failingIndexGit(flag: string): string {
-  const wrapper = join(sb.dir, 'failing-index-git');
-  writeFileSync(wrapper, `#!/bin/sh\nif [ -f '${flag}' ]; then for a in "$@"; do [ "$a" = update-index ] && { echo "fatal: simulated failure" >&2; exit 128; }; done; fi\nexec git "$@"\n`);
-  chmodSync(wrapper, 0o755);
+  const wrapper = gitWrapper(sb, 'failing-index-git', [`if [ -f '${flag}' ]; then for a in "$@"; do [ "$a" = update-index ] && { echo "fatal: simulated failure" >&2; exit 128; }; done; fi`]);
   writeFileSync(flag, '');
   return wrapper;
 }
@@ -455,9 +446,7 @@ describe('[GIT-18] the unmerged-entries probe across processes', () => {
   it('a new process skips it while the index is the one Knowledge left; a conflict the user makes is still caught', () => {
     expect(publish().git.state).toBe('committed'); // creates the repository and installs the index
     const log = join(sb.dir, 'git-calls.log');
-    const wrapper = join(sb.dir, 'logging-git');
-    writeFileSync(wrapper, `#!/bin/sh\necho "$*" >> '${log}'\nexec git "$@"\n`);
-    chmodSync(wrapper, 0o755);
+    const wrapper = gitWrapper(sb, 'logging-git', [`echo "$*" >> '${log}'`]);
     const calls = () => (existsSync(log) ? readFileSync(log, 'utf8') : '');
     const env = { KNOWLEDGE_GIT: wrapper };
 
@@ -483,9 +472,7 @@ describe('[GIT-18] the unmerged-entries probe across processes', () => {
     expect(publish().git.state).toBe('committed');
     const hint = join(vault, '.knowledge-history', 'index-clean');
     const log = join(sb.dir, 'git-calls.log');
-    const wrapper = join(sb.dir, 'logging-git');
-    writeFileSync(wrapper, `#!/bin/sh\necho "$*" >> '${log}'\nexec git "$@"\n`);
-    chmodSync(wrapper, 0o755);
+    const wrapper = gitWrapper(sb, 'logging-git', [`echo "$*" >> '${log}'`]);
     for (const text of ['{"gitDir":', JSON.stringify({ gitDir: '/elsewhere/.git', index: JSON.parse(readFileSync(hint, 'utf8')).index })]) {
       writeFileSync(hint, text);
       rmSync(log, { force: true });

@@ -93,22 +93,28 @@ export function storeSandbox(): { sb: Sandbox; vault: string } {
  * fast-import: after the repository was inspected, while a checkpoint's
  * commits are being built — a user's git command racing with a checkpoint.
  */
+/**
+ * A git for Knowledge to run (KNOWLEDGE_GIT): a shell script at
+ * `<sandbox>/<name>` that runs `lines` first, then the real git.
+ */
+export function gitWrapper(sb: Sandbox, name: string, lines: string[]): string {
+  const wrapper = join(sb.dir, name);
+  writeFileSync(wrapper, ['#!/bin/sh', ...lines, 'exec git "$@"', ''].join('\n'));
+  chmodSync(wrapper, 0o755);
+  return wrapper;
+}
+
 export function racingGit(sb: Sandbox, cwd: string, action: string): { wrapper: string; ran: () => boolean } {
   const trigger = join(sb.dir, 'race-once');
   const script = join(sb.dir, 'race-action.sh');
   writeFileSync(script, `cd '${cwd}' || exit 1\n${action}\n`);
   const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
     .map(([k, v]) => `${k}='${v}'`).join(' ');
-  const wrapper = join(sb.dir, 'racing-git');
-  writeFileSync(wrapper, [
-    '#!/bin/sh',
+  const wrapper = gitWrapper(sb, 'racing-git', [
     'for a in "$@"; do',
     `  if [ "$a" = fast-import ] && [ -f '${trigger}' ]; then rm -f '${trigger}'; env -i ${userEnv} sh '${script}' >/dev/null 2>&1; fi`,
     'done',
-    'exec git "$@"',
-    '',
-  ].join('\n'));
-  chmodSync(wrapper, 0o755);
+  ]);
   writeFileSync(trigger, '');
   return { wrapper, ran: () => !existsSync(trigger) };
 }
