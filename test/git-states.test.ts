@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -277,6 +277,36 @@ describe('[GIT-12] something other than a file where Knowledge reads one of git\
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' });
     expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+    expect(git('status', '--porcelain')).toBe('');
+  });
+});
+
+describe('[GIT-10][GIT-19] a .git/index that is a symbolic link', () => {
+  it('is written where it leads, and its lock is taken there, as git does: the link stays, the index follows', () => {
+    publish();
+    const elsewhere = join(sb.dir, 'index-elsewhere');
+    mkdirSync(elsewhere);
+    renameSync(join(vault, '.git/index'), join(elsewhere, 'index'));
+    symlinkSync('../../../index-elsewhere/index', join(vault, '.git/index'));
+    const linked = () => lstatSync(join(vault, '.git/index')).isSymbolicLink();
+
+    const p = publish();
+    expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' });
+    expect(linked()).toBe(true);
+    expect(git('ls-files', '--', p.records[0]!.path).trim()).toBe(p.records[0]!.path);
+    expect(git('status', '--porcelain')).toBe('');
+    expect(readdirSync(elsewhere)).toEqual(['index']);
+
+    // A git command of the user's holds the lock where git takes it: beside the index the link leads to.
+    writeFileSync(join(elsewhere, 'index.lock'), '');
+    const held = publish();
+    expect(held.git, JSON.stringify(held.git)).toMatchObject({ state: 'pending', code: 'locked' });
+    expect(readFileSync(join(elsewhere, 'index.lock'), 'utf8')).toBe('');
+    rmSync(join(elsewhere, 'index.lock'));
+    const r = cli(sb, ['resume', '--store', 'st', '--json', held.publicationId]);
+    expect(JSON.parse(r.stdout).git, r.stdout).toMatchObject({ state: 'committed' });
+    expect(commitsOf(held.publicationId)).toHaveLength(1);
+    expect(linked()).toBe(true);
     expect(git('status', '--porcelain')).toBe('');
   });
 });

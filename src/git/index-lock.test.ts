@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { GitRunner } from './runner.js';
 import { commitBatch } from './checkpoint.js';
-import { clearOwnStaleLock, holdIndexLock, isOwnStaleLock } from './index-lock.js';
+import { clearOwnStaleLock, holdIndexLock, indexFiles, isOwnStaleLock, shownLockPath } from './index-lock.js';
 import { makeBatch, makeSandbox, ugit, userRepo, type GitSandbox } from './test-sandbox.js';
 
 let sb: GitSandbox | undefined;
@@ -123,5 +123,60 @@ describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', (
     expect(unmarked).toBe(0);
     expect(existsSync(lock)).toBe(false);
     expect(existsSync(join(gitDir, 'knowledge-index-lock.marker'))).toBe(false);
+  });
+});
+
+describe('[GIT-10] where the index and its lock are: a linked .git/index is followed as git follows it', () => {
+  it('a plain index, a chain of relative and absolute links to a file not there yet, and a loop cut after five links', async () => {
+    sb = makeSandbox();
+    const gitDir = join(sb.dir, 'repo', '.git');
+    mkdirSync(join(gitDir, 'sub'), { recursive: true });
+    const files = (await indexFiles(gitDir));
+    expect(files).toEqual({
+      index: join(gitDir, 'index'),
+      lock: join(gitDir, 'index.lock'),
+      temp: join(gitDir, 'knowledge-index.tmp'),
+      marker: join(gitDir, 'knowledge-index-lock.marker'),
+    });
+    expect(shownLockPath(gitDir, files.lock)).toBe('.git/index.lock');
+
+    const far = join(sb.dir, 'far');
+    mkdirSync(far);
+    symlinkSync('sub/link', join(gitDir, 'index'));
+    symlinkSync(join(far, 'real-index'), join(gitDir, 'sub', 'link'));
+    const chained = await indexFiles(gitDir);
+    expect(chained).toMatchObject({ index: join(far, 'real-index'), lock: join(far, 'real-index.lock'), temp: join(far, 'knowledge-index.tmp') });
+    expect(shownLockPath(gitDir, chained.lock)).toBe(join(far, 'real-index.lock'));
+
+    // Links in a loop: git stops after five and locks the path it reached (measured: git 2.39 locks `.git/b.lock`).
+    rmSync(join(gitDir, 'index'));
+    rmSync(join(gitDir, 'sub', 'link'));
+    symlinkSync('b', join(gitDir, 'index'));
+    symlinkSync('index', join(gitDir, 'b'));
+    expect((await indexFiles(gitDir)).lock).toBe(`${gitDir}/b.lock`);
+  });
+
+  it('a checkpoint takes the lock beside the linked file, and leaves the link in place', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const far = join(sb.dir, 'far');
+    mkdirSync(far);
+    renameSync(join(gitDir, 'index'), join(far, 'index'));
+    symlinkSync(join(far, 'index'), join(gitDir, 'index'));
+    const held = await holdIndexLock(gitDir);
+    expect(held.ok).toBe(true);
+    expect(readFileSync(join(far, 'index.lock'), 'utf8')).toMatch(/^knowledge-index-lock \d+ /);
+    expect(existsSync(join(gitDir, 'index.lock'))).toBe(false);
+    // The user's git sees the lock where it takes it.
+    const add = spawnSync('git', ['add', '-A'], { cwd: vault, env: sb.env, encoding: 'utf8' });
+    expect(add.status).not.toBe(0);
+    expect(add.stderr).toMatch(/index\.lock/);
+    if (held.ok) {
+      expect((await held.lock.copy()).ok).toBe(true);
+      await held.lock.install();
+    }
+    expect(lstatSync(join(gitDir, 'index')).isSymbolicLink()).toBe(true);
+    expect(readdirSync(far)).toEqual(['index']);
   });
 });

@@ -19,13 +19,56 @@
  * the rename, a user could delete it by hand and a git command take it anew:
  * a window of one system call that no file operation can close.)
  */
-import { copyFile, link, open, realpath, rename, unlink, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { copyFile, link, open, readlink, realpath, rename, unlink, writeFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
 import { pendingCodeOfErrno } from './runner.js';
 import { readRegular } from '../fsutil.js';
 
 const MARKER = 'knowledge-index-lock';
+
+/** The files of an index update: git's index, its lock, and Knowledge's own beside them. */
+export interface IndexFiles {
+  /** The file git reads and writes as the index. */
+  index: string;
+  /** Git's lock on it: `<index>.lock`. */
+  lock: string;
+  /** Knowledge's new index, written beside the index (so one rename installs it). */
+  temp: string;
+  /** Knowledge's marker text, staged beside the lock and hard-linked into place. */
+  marker: string;
+}
+
+/**
+ * Where git keeps the index of `gitDir` and takes its lock. `.git/index` may be
+ * a symbolic link: git follows it (lockfile.c `resolve_symlink`: at most five
+ * links, a relative one read from the link's folder, the target need not
+ * exist), locks `<target>.lock` and renames its new index onto the target, so
+ * the link stays. Knowledge must lock the same file, or a git command of the
+ * user's and a checkpoint would write the index at once, and must write where
+ * git would, or the link is replaced by a file.
+ */
+export async function indexFiles(gitDir: string): Promise<IndexFiles> {
+  let index = join(gitDir, 'index');
+  for (let depth = 0; depth < 5; depth++) {
+    let target: string;
+    try {
+      target = await readlink(index);
+    } catch {
+      break; // not a link (or nothing there): this is the file
+    }
+    // Joined as text, as git does: `..` is left for the kernel to resolve through the real folders.
+    index = isAbsolute(target) ? target : `${dirname(index)}/${target}`;
+  }
+  const folder = dirname(index);
+  return { index, lock: `${index}.lock`, temp: join(folder, 'knowledge-index.tmp'), marker: join(folder, 'knowledge-index-lock.marker') };
+}
+
+/** A lock's path as messages show it: `.git/index.lock`, or where a linked index's lock is. */
+export function shownLockPath(gitDir: string, lock: string): string {
+  const inside = relative(gitDir, lock);
+  return inside.startsWith('..') || isAbsolute(inside) ? resolve(lock) : join('.git', inside);
+}
 
 export interface HeldIndexLock {
   /** The index file to write the new entries into (GIT_INDEX_FILE), once `copy` made it. */
@@ -87,12 +130,12 @@ export async function isOwnStaleLock(lockPath: string): Promise<boolean> {
  * may cover an index still to be updated is taken over instead (holdIndexLock).
  */
 export async function clearOwnStaleLock(gitDir: string): Promise<void> {
-  const lockPath = join(gitDir, 'index.lock');
-  if (await isOwnStaleLock(lockPath)) {
-    await unlink(join(gitDir, 'knowledge-index-lock.marker')).catch(() => undefined);
-    await unlink(join(gitDir, 'knowledge-index.tmp')).catch(() => undefined);
-    await unlink(join(gitDir, 'knowledge-index.tmp.lock')).catch(() => undefined);
-    await unlink(lockPath).catch(() => undefined);
+  const files = await indexFiles(gitDir);
+  if (await isOwnStaleLock(files.lock)) {
+    await unlink(files.marker).catch(() => undefined);
+    await unlink(files.temp).catch(() => undefined);
+    await unlink(`${files.temp}.lock`).catch(() => undefined);
+    await unlink(files.lock).catch(() => undefined);
   }
 }
 
@@ -104,8 +147,7 @@ export async function clearOwnStaleLock(gitDir: string): Promise<void> {
  * that no later run may remove. Where hard links are not supported, the
  * lock is created and written in place.
  */
-async function createWithMarker(gitDir: string, lockPath: string): Promise<void> {
-  const staged = join(gitDir, 'knowledge-index-lock.marker');
+async function createWithMarker(staged: string, lockPath: string): Promise<void> {
   await writeFile(staged, markerText(), { mode: 0o644 });
   try {
     await link(staged, lockPath);
@@ -125,8 +167,7 @@ async function createWithMarker(gitDir: string, lockPath: string): Promise<void>
 }
 
 /** Replace a stale lock of ours with one naming this process, atomically (rename over it). */
-async function takeOver(gitDir: string, lockPath: string): Promise<void> {
-  const staged = join(gitDir, 'knowledge-index-lock.marker');
+async function takeOver(staged: string, lockPath: string): Promise<void> {
   await writeFile(staged, markerText(), { mode: 0o644 });
   try {
     // Still stale (the marker's process is gone) and so nobody else's: only another
@@ -138,17 +179,15 @@ async function takeOver(gitDir: string, lockPath: string): Promise<void> {
 }
 
 export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
-  const lockPath = join(gitDir, 'index.lock');
-  const indexPath = join(gitDir, 'index');
-  const temp = join(gitDir, 'knowledge-index.tmp');
+  const { index: indexPath, lock: lockPath, temp, marker } = await indexFiles(gitDir);
   let tookOver = false;
   try {
-    await createWithMarker(gitDir, lockPath);
+    await createWithMarker(marker, lockPath);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== 'EEXIST') return { ok: false, code: lockFailureCode(err), reason: `cannot create ${lockPath}: ${(err as Error).message}` };
     if (!(await isOwnStaleLock(lockPath))) {
-      return { ok: false, code: 'locked', reason: `${lockPath.slice(lockPath.lastIndexOf('.git'))} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
+      return { ok: false, code: 'locked', reason: `${shownLockPath(gitDir, lockPath)} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry` };
     }
     // Left by a killed Knowledge process, maybe after it moved the branch and
     // before the index followed: taken over in one rename, never removed
@@ -156,7 +195,7 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     // and read that old index against the new tip.
     tookOver = true;
     try {
-      await takeOver(gitDir, lockPath);
+      await takeOver(marker, lockPath);
     } catch (e) {
       return { ok: false, code: lockFailureCode(e), reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
     }

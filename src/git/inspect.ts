@@ -3,7 +3,7 @@
  * now. Every repository problem is `pending` with a stable code, never
  * `unavailable` [GIT-18]; nothing found here is repaired or removed [GIT-19].
  */
-import { isOwnStaleLock } from './index-lock.js';
+import { indexFiles, isOwnStaleLock, shownLockPath } from './index-lock.js';
 import { fileIdentity } from './index-state.js';
 import { configSections, includesOtherFiles } from './config-text.js';
 import { lstat, realpath, stat } from 'node:fs/promises';
@@ -184,13 +184,15 @@ async function finishInspection(
 
   // A lock never blocks reading but would fail (or race) our write. Report it
   // and leave it in place: a stale lock is the user's to remove [GIT-19].
-  const lockNames = ['index.lock', 'HEAD.lock', 'packed-refs.lock', `${branchRef}.lock`];
+  // The index's lock is taken where git takes it: beside the file a linked `.git/index` leads to.
+  const indexLock = (await indexFiles(gitDir)).lock;
+  const locks = [indexLock, ...['HEAD.lock', 'packed-refs.lock', `${branchRef}.lock`].map((n) => join(gitDir, n))];
   // Knowledge's own index lock left by a killed Knowledge process is not the
   // user's: the checkpoint clears it when it takes the lock (index-lock.ts).
-  const locksPresent = await Promise.all(lockNames.map(async (n) => (await exists(join(gitDir, n))) && !(n === 'index.lock' && (await isOwnStaleLock(join(gitDir, n))))));
-  const held = lockNames.find((_, i) => locksPresent[i]);
+  const locksPresent = await Promise.all(locks.map(async (p) => (await exists(p)) && !(p === indexLock && (await isOwnStaleLock(p)))));
+  const held = locks.find((_, i) => locksPresent[i]);
   if (held) {
-    return pending('locked', `.git/${held} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);
+    return pending('locked', `${shownLockPath(gitDir, held)} exists: another git process is running, or it crashed and left the lock; remove it yourself if stale, then retry`);
   }
 
   if (headOid === null) {
