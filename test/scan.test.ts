@@ -998,6 +998,23 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(scan()).toMatchObject({ added: [], modified: [], git: null });
   });
 
+  it('a submodule only staged (a gitlink in the user\'s index, not yet committed, its folder not checked out): its files are not committed, and the staged gitlink stays', () => {
+    put('private/real.md', record('real', 'Real'));
+    expect(scan()).toMatchObject({ added: ['private/real.md'], git: { state: 'committed' } });
+    const head = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    userGit(sb, vault, ['update-index', '--add', '--cacheinfo', `160000,${head},private/deep/lib`]);
+    mkdirSync(join(vault, 'private/deep/lib'), { recursive: true });
+    put('private/deep/lib/note.md', record('note', 'Note'));
+    put('private/deep/other.md', record('other', 'Other'));
+    const r = scan();
+    expect(r).toMatchObject({ added: ['private/deep/other.md'], deleted: [], git: { state: 'committed' } });
+    expect(codes(r)).toEqual(['nested-repository private/deep/lib']);
+    expect(userGit(sb, vault, ['ls-tree', '-r', 'main', 'private/deep'])).not.toMatch(/note\.md/);
+    expect(userGit(sb, vault, ['ls-files', '-s', 'private/deep/lib'])).toMatch(/^160000 /);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toMatch(/^A {2}private\/deep\/lib$/m);
+    expect(scan()).toMatchObject({ added: [], modified: [], git: null });
+  });
+
   it('a partition folder that is a repository of its own, or whose parent folder is, is not scanned either', () => {
     put('private/real.md', record('real', 'Real'));
     put('conversations/c2/x.md', record('x', 'X', '', 'x\n', 'conversation:c2'));

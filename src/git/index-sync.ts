@@ -297,18 +297,42 @@ export async function readTreeEntries(
 }
 
 /**
- * The submodules (gitlinks, mode 160000) `commit` records under `dirs`: one
- * `ls-tree -r -d`, which lists folders and gitlinks but no files (about a
- * thousand lines for a 100k-file vault). Null when git cannot tell.
+ * The submodules (gitlinks, mode 160000) above any of `files`: those `commit`
+ * records under `dirs` (one `ls-tree -r -d`, which lists folders and gitlinks
+ * but no files: about a thousand lines for a 100k-file vault), and those the
+ * user's index holds but no commit yet (a submodule added and not committed):
+ * looked for in the index only under folders of `files` that `commit` does
+ * not have, the only place such a gitlink can be (one `ls-files` of those
+ * folders, run only when there are any). Null when git cannot tell.
  */
-export async function gitlinksUnder(runner: GitRunner, vault: string, commit: string, dirs: string[]): Promise<Set<string> | null> {
-  const r = await runner.run(['ls-tree', '-r', '-d', '-z', '--full-tree', commit, '--', ...dirs], {
-    cwd: vault,
-    env: { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' },
-  });
-  if (r.code !== 0) return null;
+export async function gitlinksUnder(runner: GitRunner, vault: string, commit: string | null, dirs: string[], files: readonly string[]): Promise<Set<string> | null> {
+  const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' };
   const links = new Set<string>();
-  for (const rec of r.stdout.toString('utf8').split('\0')) {
+  const folders = new Set<string>();
+  if (commit !== null) {
+    const r = await runner.run(['ls-tree', '-r', '-d', '-z', '--full-tree', commit, '--', ...dirs], { cwd: vault, env });
+    if (r.code !== 0) return null;
+    for (const rec of r.stdout.toString('utf8').split('\0')) {
+      const path = rec.slice(rec.indexOf('\t') + 1);
+      if (rec.startsWith('160000 ')) links.add(path);
+      else if (rec.startsWith('040000 ')) folders.add(path);
+    }
+  }
+  // Each file's outermost folder that the commit lacks (or its gitlink, already known).
+  const fresh = new Set<string>();
+  for (const file of files) {
+    for (let i = file.indexOf('/'); i !== -1; i = file.indexOf('/', i + 1)) {
+      const folder = file.slice(0, i);
+      if (links.has(folder) || fresh.has(folder)) break;
+      if (folders.has(folder)) continue;
+      fresh.add(folder);
+      break;
+    }
+  }
+  if (fresh.size === 0) return links;
+  const staged = await runner.run(['ls-files', '-s', '-z', ...pathspecArgs([...fresh])], { cwd: vault, env });
+  if (staged.code !== 0) return null;
+  for (const rec of staged.stdout.toString('utf8').split('\0')) {
     if (rec.startsWith('160000 ')) links.add(rec.slice(rec.indexOf('\t') + 1));
   }
   return links;

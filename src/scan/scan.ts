@@ -263,21 +263,23 @@ async function keepSparseCheckout(store: Store, runner: GitRunner, seen: Observa
 }
 
 /**
- * [GIT-10] Files under a submodule the branch records (a gitlink) whose folder
- * is not checked out, so holds no `.git` the walk would stop at: they are that
- * repository's (git itself refuses to add them). Committed here, they would
- * replace the gitlink in the branch and in the user's index. Left out of the
- * scan — not staged, indexed or committed — with one diagnostic per submodule.
- * One `ls-tree` of folders, only when the scan read a file new to it.
+ * [GIT-10] Files under a submodule the branch records (a gitlink), or the
+ * user's index (added, not yet committed), whose folder is not checked out,
+ * so holds no `.git` the walk would stop at: they are that repository's (git
+ * itself refuses to add them). Committed here, they would replace the gitlink
+ * in the branch and in the user's index. Left out of the scan — not staged,
+ * indexed or committed — with one diagnostic per submodule. One `ls-tree` of
+ * folders, only when the scan read a file new to it, and one `ls-files` of the
+ * folders new to the branch, only when it found some (gitlinksUnder).
  */
 async function keepOutOfSubmodules(store: Store, runner: GitRunner, scanId: string, seen: Observation): Promise<void> {
   // Only a path new to Knowledge can lie under one: a file it recorded was in the branch as a file.
   const added = seen.read.filter((f) => f.knownSha256 === null);
   if (added.length === 0 || !(await runner.detect()).ok) return;
   const repo = await inspectLayout(runner, store.paths.vault);
-  if (repo.kind !== 'ready' || repo.head === null) return;
+  if (repo.kind !== 'ready') return;
   const tops = [...partitionsRead(added)].map((p) => partitionDir(p as PartitionId));
-  const links = tops.length > 0 ? await gitlinksUnder(runner, repo.workTree, repo.head, tops) : null;
+  const links = tops.length > 0 ? await gitlinksUnder(runner, repo.workTree, repo.head, tops, added.map((f) => f.path)) : null;
   if (links === null || links.size === 0) return;
   const submoduleOf = (path: string): string | null => {
     for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) if (links.has(path.slice(0, i))) return path.slice(0, i);
@@ -293,7 +295,7 @@ async function keepOutOfSubmodules(store: Store, runner: GitRunner, scanId: stri
     return false;
   });
   for (const sub of [...found].sort()) {
-    seen.diagnostics.push({ path: sub, code: 'nested-repository', reason: 'a submodule the branch records (a gitlink) whose folder is not checked out: files put there belong to that repository and are not checkpointed' });
+    seen.diagnostics.push({ path: sub, code: 'nested-repository', reason: 'a submodule the branch or the index records (a gitlink) whose folder is not checked out: files put there belong to that repository and are not checkpointed' });
   }
 }
 
