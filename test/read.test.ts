@@ -464,6 +464,30 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain(`rename to ${newPath}`);
   });
 
+  it('a user\'s merge that changed the file is a version (often the current one): listed and diffed against the first parent', async () => {
+    const [, , r3] = threeRevisions();
+    const path = r3!.records[0]!.path;
+    const git = (...args: string[]) => userGit(sb, vault, args);
+    git('checkout', '-q', '-b', 'side');
+    writeFileSync(join(vault, path), readFileSync(join(vault, path), 'utf8').replace('third body', 'third body\nadded on side'));
+    git('commit', '-q', '-am', 'side edit');
+    git('checkout', '-q', 'main');
+    const r4 = publish([{ id: 'rec-h', title: 'Evolving', body: 'fourth body\nthird body', extra: 'revision: 3' }]);
+    git('merge', '-q', '--no-edit', 'side');
+    const merge = git('rev-parse', 'HEAD').trim();
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions.map((v) => [v.commit, v.actor, v.revision])).toEqual([
+      [merge, 'unknown', 4],
+      [r4!.git.commit, 'operator', 4],
+      [git('rev-parse', 'side').trim(), 'unknown', 3],
+      [r3!.git.commit, 'operator', 3],
+      expect.anything(),
+      expect.anything(),
+    ]);
+    const d = await reader().recordDiff(OP, 'rec-h', r4!.git.commit!, merge);
+    expect(d.patch).toContain('+added on side');
+  });
+
   it('rename detection that crosses into another file (a broken one, in a conversation) ends the history there: nothing of it is listed or diffed [SURF-3]', async () => {
     const body = 'A long shared body line that makes the two files similar enough for git rename detection.\n';
     const file = (id: string, title: string, scope: string, broken = false) =>

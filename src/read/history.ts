@@ -188,7 +188,9 @@ async function readSegment(
   mayRead: (path: string) => boolean,
 ): Promise<{ versions: SegmentVersion[]; complete: boolean; crossed?: boolean } | HistoryGit> {
   const log = await runner.run(
-    ['log', '-z', '--follow', '--name-status', '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
+    // A merge that changed the file (one git lists: it differs from every parent) is a version too, often the
+    // current one; git lists no file for a merge unless told which diff to show: the one against its first parent.
+    ['log', '-z', '--follow', '--name-status', '--diff-merges=first-parent', '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
     { cwd: repo.vault, env: { ...repo.env, GIT_LITERAL_PATHSPECS: '1' } },
   );
   if (log.code !== 0) return failure(log.stderr, log.timedOut);
