@@ -6,7 +6,7 @@ import { isKnowledgeError } from '../errors.js';
 import type { RegistryFile } from '../store/registry.js';
 import { agentBinding, isValidAgentId, readPartition, withAgentBound, writePartition, type AgentCaller } from './identity.js';
 import { argumentsError } from './results.js';
-import { grepInput, publishBatchInput } from './schemas.js';
+import { grepInput, lookupInput, publishBatchInput } from './schemas.js';
 
 const reg = (agents: RegistryFile['agents']): RegistryFile => ({ format: 'knowledge-registry-v1', stores: {}, agents });
 
@@ -69,6 +69,12 @@ describe('schema violations carry stable codes', () => {
   it('an over-long string or list is E_TOO_LARGE; an out-of-range number or unknown key is E_VALIDATION', () => {
     const long = grepInput.safeParse({ query: 'x'.repeat(501) });
     expect(!long.success && argumentsError('knowledge_grep', long.error).code).toBe('E_TOO_LARGE');
+    // Characters are code points (zod 4 counts them so), as the core and JSON Schema's maxLength count them.
+    expect(grepInput.safeParse({ query: '😀'.repeat(500) }).success).toBe(true);
+    const emoji = grepInput.safeParse({ query: '😀'.repeat(501) });
+    expect(!emoji.success && argumentsError('knowledge_grep', emoji.error).code).toBe('E_TOO_LARGE');
+    expect(lookupInput.safeParse({ key: '😀'.repeat(500) }).success).toBe(true);
+    expect(publishBatchInput.safeParse({ records: [{ kind: 'page', title: '😀'.repeat(300) }] }).success).toBe(true);
     const many = publishBatchInput.safeParse({ records: Array.from({ length: 201 }, () => ({ markdown: 'x' })) });
     expect(!many.success && argumentsError('knowledge_publish_batch', many.error).code).toBe('E_TOO_LARGE');
     const limit = grepInput.safeParse({ query: 'x', limit: 51 });

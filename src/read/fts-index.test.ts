@@ -131,6 +131,13 @@ describe('search snippets', () => {
     expect(snip('heading')).toBe('Unique **heading**');
   });
 
+  it('text holding the control characters U+0002 / U+0003 is never taken for a match mark', () => {
+    put({ id: 'c1', title: 'Ctrl marker title', body: 'body has \u0002weird\u0003 bytes' });
+    const snip = (query: string) => searchRecords(db, 'all', parseSearchQuery({ query })).results[0]!.snippet;
+    expect(snip('marker')).toBe('Ctrl **marker** title');
+    expect(snip('weird')).toBe('body has \u0002**weird**\u0003 bytes');
+  });
+
   it('filters by kind, lifecycle and exact tag inside the index, and scopes partitions', () => {
     put({ id: 'f1', title: 'Filter me', tags: ['c++', 'ops'] });
     put({ id: 'f2', title: 'Filter me', tags: ['c'], kind: 'claim' });

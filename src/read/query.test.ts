@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { KnowledgeError } from '../errors.js';
 import {
+  MAX_KEY_LENGTH,
   MAX_QUERY_LENGTH,
   columnPhrase,
   facetTerms,
@@ -147,6 +148,11 @@ describe('search input is validated at the boundary', () => {
 
   it('accepts exactly 500 characters, limits 1 and 50, digit strings from query parameters', () => {
     expect(code(() => parseSearchQuery({ query: 'a'.repeat(MAX_QUERY_LENGTH) }))).toBeNull();
+    // Characters are code points, as for titles: 500 emoji (1,000 UTF-16 units) are 500 characters.
+    expect(code(() => parseSearchQuery({ query: '😀'.repeat(MAX_QUERY_LENGTH) }))).toBeNull();
+    expect(code(() => parseSearchQuery({ query: '😀'.repeat(MAX_QUERY_LENGTH + 1) }))).toBe('E_VALIDATION');
+    expect(code(() => parseLookupKey('😀'.repeat(MAX_KEY_LENGTH)))).toBeNull();
+    expect(code(() => parseLookupKey('é'.repeat(MAX_KEY_LENGTH + 1)))).toBe('E_VALIDATION');
     expect(parseSearchQuery({ query: 'x', limit: 1 }).limit).toBe(1);
     expect(parseSearchQuery({ query: 'x', limit: '50', offset: '40' })).toMatchObject({ limit: 50, offset: 40 });
   });

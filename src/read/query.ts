@@ -20,6 +20,20 @@ export const SEARCH_LIMIT = { min: 1, max: 50, default: 20 } as const;
 export const LIST_LIMIT = { min: 1, max: 500, default: 100 } as const;
 export const MAX_OFFSET = 1_000_000;
 
+/** Characters as the limits count them: Unicode code points (an emoji is one), as for titles. */
+export function codePointLength(text: string): number {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
 /** Marks around matched words in search snippets (Markdown bold: readable as text). */
 export const SNIPPET_OPEN = '**';
 export const SNIPPET_CLOSE = '**';
@@ -178,7 +192,8 @@ export function parseSearchQuery(input: unknown): ParsedSearch {
   if (!isRecord(input)) bad('search query must be an object');
   const q = input as SearchQuery & Record<string, unknown>;
   if (typeof q.query !== 'string' || q.query.trim() === '') bad('query must be a non-empty string');
-  if (q.query.length > MAX_QUERY_LENGTH) bad(`query is ${q.query.length} characters; at most ${MAX_QUERY_LENGTH} are allowed`);
+  const chars = codePointLength(q.query);
+  if (chars > MAX_QUERY_LENGTH) bad(`query is ${chars} characters; at most ${MAX_QUERY_LENGTH} are allowed`);
   const mode = q.mode ?? 'all';
   if (mode !== 'all' && mode !== 'any' && mode !== 'phrase') bad(`mode must be all | any | phrase, got ${JSON.stringify(mode)}`);
   const words = queryWords(q.query);
@@ -236,7 +251,8 @@ export function parseListQuery(input: unknown): ParsedList {
 /** A lookup key: non-empty, bounded. */
 export function parseLookupKey(key: unknown): string {
   if (typeof key !== 'string' || key.trim() === '') bad('lookup key must be a non-empty string');
-  if (key.length > MAX_KEY_LENGTH) bad(`lookup key is ${key.length} characters; at most ${MAX_KEY_LENGTH} are allowed`);
+  const chars = codePointLength(key);
+  if (chars > MAX_KEY_LENGTH) bad(`lookup key is ${chars} characters; at most ${MAX_KEY_LENGTH} are allowed`);
   return key;
 }
 

@@ -9,6 +9,7 @@
  * the page that is returned. Date bounds are not tokens: with them the
  * ranking query joins `records` and filters row by row.
  */
+import { randomBytes } from 'node:crypto';
 import type { DB } from '../store/db.js';
 import type { PartitionId } from '../store/layout.js';
 import { facetTerms, nextOffset, SNIPPET_CLOSE, SNIPPET_OPEN, type ParsedSearch } from './query.js';
@@ -19,9 +20,12 @@ import type { SearchHit, SearchResult } from './types.js';
 export const BM25_WEIGHTS = [10.0, 5.0, 1.0, 0.0] as const;
 /** Tokens of context in a snippet. */
 const SNIPPET_TOKENS = 16;
-// Private markers, replaced by SNIPPET_OPEN/CLOSE once the best column is chosen.
-const OPEN = '\u0002';
-const CLOSE = '\u0003';
+// Private markers, replaced by SNIPPET_OPEN/CLOSE once the best column is chosen. A record's text may hold any
+// character (U+0002 and U+0003 too), so each marker carries a number drawn when the process starts, which no
+// record's author can know: text that happens to look like a marker is never taken for a match.
+const NONCE = randomBytes(8).toString('hex');
+const OPEN = `\u0002${NONCE}\u0002`;
+const CLOSE = `\u0003${NONCE}\u0003`;
 
 const JOIN = 'JOIN records_fts_keys k ON k.n = records_fts.rowid JOIN records r ON r.id = k.id';
 
@@ -60,16 +64,16 @@ function searchInSnapshot(db: DB, readable: 'all' | PartitionId[], q: ParsedSear
   // better-sqlite3 binds JS numbers as REAL, and FTS5 (3.53) then ignored the
   // rowid constraint, so every hit got the first row's snippet.
   const snippets = db.prepare(
-    `SELECT highlight(records_fts, 0, '${OPEN}', '${CLOSE}') AS t,
-       snippet(records_fts, 1, '${OPEN}', '${CLOSE}', '…', ${SNIPPET_TOKENS}) AS a,
-       snippet(records_fts, 2, '${OPEN}', '${CLOSE}', '…', ${SNIPPET_TOKENS}) AS b
-     FROM records_fts WHERE records_fts MATCH ? AND rowid = CAST(? AS INTEGER)`,
+    `SELECT highlight(records_fts, 0, :open, :close) AS t,
+       snippet(records_fts, 1, :open, :close, '…', ${SNIPPET_TOKENS}) AS a,
+       snippet(records_fts, 2, :open, :close, '…', ${SNIPPET_TOKENS}) AS b
+     FROM records_fts WHERE records_fts MATCH :match AND rowid = CAST(:rowid AS INTEGER)`,
   );
   const summary = db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM records_fts_keys k JOIN records r ON r.id = k.id WHERE k.n = ?`);
   const results: SearchHit[] = [];
   for (const { rowid, rank } of page) {
     const row = summary.get(rowid) as SummaryRow | undefined;
-    const snip = snippets.get(match, rowid) as { t: string | null; a: string | null; b: string | null } | undefined;
+    const snip = snippets.get({ open: OPEN, close: CLOSE, match, rowid }) as { t: string | null; a: string | null; b: string | null } | undefined;
     if (!row || !snip) continue; // removed between the two statements (another process wrote)
     results.push({ ...toSummary(row), snippet: pickSnippet(snip.b, snip.a, snip.t), score: -rank });
   }
