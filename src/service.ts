@@ -114,7 +114,12 @@ export class KnowledgeService {
 
   private requireWriter(): void {
     if (!this.store.settings.writesEnabled) {
-      throw new KnowledgeError('E_READ_ONLY', `store ${this.store.paths.root} is read-only (writesEnabled: false in ${this.store.registry.file}; set it to true there to allow writes)`);
+      throw new KnowledgeError(
+        'E_READ_ONLY',
+        this.store.registered
+          ? `store ${this.store.paths.root} is read-only (writesEnabled: false in ${this.store.registry.file}; set it to true there to allow writes)`
+          : `store ${this.store.paths.root} is read-only (created with --read-only, and ${this.store.registry.file} does not list it: \`knowledge init ${this.store.paths.root}\` registers it as it is; then set writesEnabled to true there to allow writes)`,
+      );
     }
     if (!this.store.writer) throw new KnowledgeError('E_INTERNAL', 'store was opened without the writer lock');
   }

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, cliPath, type Sandbox } from './helpers.js';
 
@@ -90,6 +90,64 @@ describe('[LAY-2] registry settings: --read-only', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^E_READ_ONLY: /);
     expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
+  });
+});
+
+describe('[LAY-2] the registry changed by several processes at once', () => {
+  function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<number | null> {
+    return new Promise((done) => {
+      const child = spawn(process.execPath, [cliPath, ...args], { cwd: sb.dir, env: { ...sb.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+      child.on('close', done);
+    });
+  }
+
+  it('every init and every agent launch keeps its entry: no store created read-only becomes writable, no agent unbound', async () => {
+    expect(cli(sb, ['init', 'shared']).code).toBe(0);
+    const n = 10;
+    const codes = await Promise.all([
+      ...Array.from({ length: n }, (_, i) => run(['init', `ro${i}`, '--read-only'])),
+      // An MCP server binds its agent when it starts; with no client (stdin closed) it then ends.
+      ...Array.from({ length: n }, (_, i) => run(['mcp', '--store', 'shared', '--agent', `racer${i}`])),
+    ]);
+    expect(codes.slice(0, n)).toEqual(Array(n).fill(0));
+    const reg = JSON.parse(readFileSync(join(sb.home, '.knowledge', 'registry.json'), 'utf8')) as { stores: Record<string, { writesEnabled: boolean }>; agents: Record<string, { store: string }> };
+    for (let i = 0; i < n; i++) {
+      expect(reg.stores[join(sb.dir, `ro${i}`)], `ro${i}`).toMatchObject({ writesEnabled: false });
+      expect(reg.agents[`racer${i}`], `racer${i}`).toEqual({ store: join(sb.dir, 'shared') });
+    }
+    expect(existsSync(join(sb.home, '.knowledge', 'registry.json.lock'))).toBe(false);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    for (let i = 0; i < n; i++) expect(cli(sb, ['publish', '--store', `ro${i}`, 'a.md']).stderr, `ro${i}`).toMatch(/^E_READ_ONLY: /);
+  });
+
+  it('a lock left by a process killed while changing the registry does not block the next change', () => {
+    expect(cli(sb, ['init', 'one']).code).toBe(0);
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+    writeFileSync(join(sb.home, '.knowledge', 'registry.json.lock'), `${gone} -\n`);
+    expect(cli(sb, ['init', 'two', '--read-only']).code).toBe(0);
+    const reg = JSON.parse(readFileSync(join(sb.home, '.knowledge', 'registry.json'), 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+    expect(Object.keys(reg.stores).sort()).toEqual([join(sb.dir, 'one'), join(sb.dir, 'two')]);
+    expect(existsSync(join(sb.home, '.knowledge', 'registry.json.lock'))).toBe(false);
+  });
+});
+
+describe('[LAY-2] a store created read-only, reached through a registry that does not list it', () => {
+  it('stays read-only (the store remembers how it was created); init there registers it as it is', () => {
+    expect(cli(sb, ['init', 'st', '--read-only']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const elsewhere = { KNOWLEDGE_HOME: join(sb.dir, 'other-home') };
+    const r = cli(sb, ['publish', '--store', 'st', 'a.md'], { env: elsewhere });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_READ_ONLY: .*created with --read-only, and .*other-home\/registry\.json does not list it/);
+    expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
+    expect(existsSync(join(sb.dir, 'st/vault/.git'))).toBe(false);
+    // `init` without --read-only does not make it writable either: an existing store keeps its setting.
+    const init = cli(sb, ['init', 'st', '--json'], { env: elsewhere });
+    expect(JSON.parse(init.stdout)).toMatchObject({ created: false, writesEnabled: false });
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md'], { env: elsewhere }).stderr).toMatch(/^E_READ_ONLY: .*writesEnabled: false in/);
+    // A store created writable is writable from any registry.
+    expect(cli(sb, ['init', 'rw']).code).toBe(0);
+    expect(cli(sb, ['publish', '--store', 'rw', 'a.md'], { env: elsewhere }).code).toBe(0);
   });
 });
 

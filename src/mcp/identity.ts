@@ -14,7 +14,6 @@ import { resolve } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import { isValidSessionId, type PartitionId } from '../store/layout.js';
 import { Registry, type RegistryFile } from '../store/registry.js';
-import { atomicWrite, mkdirDurable } from '../fsutil.js';
 import type { Caller } from '../access.js';
 
 export type AgentCaller = Extract<Caller, { kind: 'agent' }>;
@@ -64,14 +63,19 @@ function foreignError(agentId: string, store: string): KnowledgeError {
  * any store.
  */
 export function bindAgentOnLaunch(registry: Registry, caller: AgentCaller, storeRoot: string): AgentBinding {
-  const reg = registry.read();
-  const binding = agentBinding(reg, caller.agentId, storeRoot);
-  if (binding.kind === 'unbound' && !caller.sandboxed) {
-    mkdirDurable(registry.home);
-    atomicWrite(registry.file, JSON.stringify(withAgentBound(reg, caller.agentId, storeRoot), null, 2) + '\n');
-    return { kind: 'bound' };
-  }
-  return binding;
+  const binding = agentBinding(registry.read(), caller.agentId, storeRoot);
+  if (binding.kind !== 'unbound' || caller.sandboxed) return binding;
+  // Bound under the registry's lock, looked at again there: another launch may have bound it (or changed the file) meanwhile.
+  let result: AgentBinding = { kind: 'bound' };
+  registry.update((reg) => {
+    const now = agentBinding(reg, caller.agentId, storeRoot);
+    if (now.kind !== 'unbound') {
+      result = now;
+      return null;
+    }
+    return withAgentBound(reg, caller.agentId, storeRoot);
+  });
+  return result;
 }
 
 /**

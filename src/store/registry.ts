@@ -2,11 +2,15 @@
  * The registry [LAY-2]: which stores exist and their settings, kept in
  * KNOWLEDGE_HOME (default ~/.knowledge) beside the stores.
  */
-import { readFileSync, existsSync, realpathSync } from 'node:fs';
+import { linkSync, readFileSync, existsSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { atomicWrite, mkdirDurable } from '../fsutil.js';
+import { atomicWrite, mkdirDurable, tempName } from '../fsutil.js';
 import { KnowledgeError } from '../errors.js';
+import { processAlive, processStartTicks } from '../process.js';
+
+/** How long a change waits for another process's change of the registry (each holds it for milliseconds). */
+const LOCK_WAIT_MS = 10_000;
 
 export interface StoreSettings {
   vaultId: string;
@@ -68,9 +72,114 @@ export class Registry {
   }
 
   put(storeRoot: string, settings: StoreSettings): void {
-    const data = this.read();
-    data.stores[resolve(storeRoot)] = settings;
+    this.update((data) => {
+      data.stores[resolve(storeRoot)] = settings;
+      return data;
+    });
+  }
+
+  /** Register a store, unless it already is (another process may have just done so): its entry as it stands. */
+  putIfAbsent(storeRoot: string, settings: StoreSettings): StoreSettings {
+    const key = resolve(storeRoot);
+    let entry = settings;
+    this.update((data) => {
+      const known = data.stores[key];
+      if (known) {
+        entry = known;
+        return null;
+      }
+      data.stores[key] = settings;
+      return data;
+    });
+    return entry;
+  }
+
+  /**
+   * Read, change and write registry.json as one step among processes: under
+   * `registry.json.lock`, taken like git takes its locks (created exclusively),
+   * so two launches or inits at once each keep their entry; read-modify-write
+   * without it, the last writer's file dropped the other's entry (a store
+   * created read-only then opened writable). `change` returns the new content,
+   * or null to write nothing.
+   */
+  update(change: (data: RegistryFile) => RegistryFile | null): void {
     mkdirDurable(this.home);
-    atomicWrite(this.file, JSON.stringify(data, null, 2) + '\n');
+    const release = this.lock();
+    try {
+      const next = change(this.read());
+      if (next !== null) atomicWrite(this.file, JSON.stringify(next, null, 2) + '\n');
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Take `registry.json.lock`: the holder's pid and start time are written to
+   * a file of its own first and hard-linked into place, so the lock never
+   * exists without them. A lock whose process is gone (killed while changing
+   * the registry) is removed; a live holder is waited for.
+   */
+  private lock(): () => void {
+    const lockPath = `${this.file}.lock`;
+    const mine = `${process.pid} ${processStartTicks(process.pid) ?? '-'}\n`;
+    const staged = join(this.home, tempName('registry.json.lock'));
+    writeFileSync(staged, mine, { mode: 0o644 });
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    try {
+      for (;;) {
+        try {
+          createLock(staged, lockPath, mine);
+          return () => {
+            try {
+              if (readFileSync(lockPath, 'utf8') === mine) unlinkSync(lockPath);
+            } catch {
+              // gone already
+            }
+          };
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        }
+        const holder = readHolder(lockPath);
+        if (holder !== null && !processAlive(holder.pid, holder.startTicks)) {
+          try {
+            unlinkSync(lockPath);
+          } catch {
+            // another process removed it first
+          }
+          continue;
+        }
+        if (Date.now() > deadline) {
+          throw new KnowledgeError('E_LOCKED', `registry ${this.file} is being changed by ${holder ? `pid ${holder.pid}` : 'another process'}; retry, or remove ${lockPath} if no Knowledge process runs`);
+        }
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5 + Math.floor(Math.random() * 10));
+      }
+    } finally {
+      try {
+        unlinkSync(staged);
+      } catch {
+        // not there
+      }
+    }
+  }
+}
+
+/** Hard-link the staged marker into place (fails with EEXIST like O_EXCL); where links are not supported, create and write it. */
+function createLock(staged: string, lockPath: string, text: string): void {
+  try {
+    linkSync(staged, lockPath);
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+  }
+  writeFileSync(lockPath, text, { flag: 'wx', mode: 0o644 });
+}
+
+function readHolder(lockPath: string): { pid: number; startTicks: string | null } | null {
+  try {
+    const m = /^(\d+) (\S+)\n$/.exec(readFileSync(lockPath, 'utf8'));
+    return m ? { pid: Number(m[1]), startTicks: m[2] === '-' ? null : m[2]! } : null;
+  } catch {
+    return null;
   }
 }

@@ -24,6 +24,8 @@ export interface Store {
   db: DB;
   manifest: VaultManifest;
   settings: StoreSettings;
+  /** Whether `settings` come from the registry's entry; false: it lists no such store, and they are the store's own. */
+  registered: boolean;
   registry: Registry;
   /** True while this process holds the single-writer lock. */
   writer: boolean;
@@ -43,8 +45,8 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   if (hasManifest && hasDb) {
     // Already a store: init is idempotent, but never changes an existing vault id.
     const manifest = readManifest(paths);
-    if (!known) registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
-    const settings = registry.get(root)!;
+    // Registered here for the first time (another KNOWLEDGE_HOME made it): as the store was created, whatever this init asks.
+    const settings = known ?? registry.putIfAbsent(root, { vaultId: manifest.vaultId, writesEnabled: createdWritable(paths) ?? !opts.readOnly, createdAt: manifest.createdAt });
     return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
   }
   const enclosing = !known && !hasManifest && !hasDb ? enclosingStore(root) : null;
@@ -76,12 +78,38 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   try {
     setMeta(db, 'vault_id', manifest.vaultId);
     setMeta(db, 'created_at', manifest.createdAt);
+    setMeta(db, WRITES_ENABLED_META, opts.readOnly ? '0' : '1');
   } finally {
     db.close();
   }
   atomicWrite(paths.manifest, JSON.stringify(manifest, null, 2) + '\n');
   registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
   return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, created: true };
+}
+
+/**
+ * Whether the store was created writable (`init` without `--read-only`), kept
+ * in its own state.sqlite: what a registry that does not list the store goes
+ * by, so a store created read-only is not writable through another
+ * KNOWLEDGE_HOME [LAY-2]. The registry's entry, where there is one, decides
+ * (editing `writesEnabled` there is how a store's setting is changed).
+ */
+const WRITES_ENABLED_META = 'created_writes_enabled';
+
+/** The store's own record of how it was created; null for a store made before it was kept, or unreadable. */
+function createdWritable(paths: StorePaths): boolean | null {
+  let db: DB;
+  try {
+    db = openDatabase(paths.database, { create: false });
+  } catch {
+    return null;
+  }
+  try {
+    const v = getMeta(db, WRITES_ENABLED_META);
+    return v === undefined ? null : v !== '0';
+  } finally {
+    db.close();
+  }
 }
 
 /**
@@ -157,7 +185,9 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     db.close();
     throw new KnowledgeError('E_UNAVAILABLE', `store ${root}: vault.json (${manifest.vaultId}) does not belong to state.sqlite (${dbVault ?? 'none'})`);
   }
-  const settings = registry.settingsOf(root, manifest.vaultId) ?? { vaultId: manifest.vaultId, writesEnabled: true, createdAt: manifest.createdAt };
+  // A registry that does not list the store (another KNOWLEDGE_HOME, or none yet): the store as it was created.
+  const entry = registry.settingsOf(root, manifest.vaultId);
+  const settings = entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt };
   let writer = false;
   if (opts.write) {
     try {
@@ -176,6 +206,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     db,
     manifest,
     settings,
+    registered: entry !== undefined,
     registry,
     writer,
     close() {
