@@ -5,7 +5,7 @@
  * (the writer lock, tokens over HTTP, Host checks, clean shutdown).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { copyFileSync, existsSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
@@ -415,6 +415,30 @@ describe('[LAY-4] the Gateway owns the store while it runs', () => {
 
     await gw.close();
     expect(cli(sb, ['publish', '--store', 'st', 'n.md']).code).toBe(0);
+  });
+
+  it('closing waits for the requests it is answering: a scan running when it stops is answered whole, and only then is the store released', async () => {
+    for (let i = 0; i < 3000; i++) {
+      const dir = join(vault, 'private', 'bulk', String(i % 30));
+      if (i < 30) mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, `b${i}.md`), page(`kind: page\ntitle: Bulk ${i}`));
+    }
+    const errors: unknown[] = [];
+    const gw = await startGateway({ storeDir: store, port: 0, env: sb.env, git: { pathEnv: sb.env.PATH }, onInternalError: (e) => errors.push(e) });
+    gateways.push(gw);
+    const answer = fetch(`${gw.origin}/api/scan`, { ...WRITE, headers: { ...WRITE.headers, 'content-type': 'application/json' }, body: '{}' });
+    await new Promise((r) => setTimeout(r, 150));
+    await gw.close();
+    const res = await answer;
+    expect(res.status).toBe(200);
+    const receipt = (await res.json()) as { kind: string; added: string[]; git: { state: string } | null };
+    expect(receipt.kind).toBe('scan');
+    expect(receipt.added).toHaveLength(3000);
+    expect(errors).toEqual([]);
+    // Released once the scan was recorded: the next writer finds nothing left to scan, and the history is whole.
+    const again = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(JSON.parse(again.stdout)).toMatchObject({ added: [], modified: [], deleted: [] });
+    expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
   });
 
   it('knowledge serve runs as a process, prints its URL, refuses foreign Host headers, and releases the store on SIGTERM', async () => {

@@ -94,8 +94,24 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
     git: opts.git,
   });
   let app: ReturnType<typeof createApp> | null = null;
+  // Requests being answered: closing waits for them before it settles and closes the store (and gives up its
+  // writer lock), which would otherwise go on under work still running in this process [LAY-4].
+  let inFlight = 0;
+  let stopping = false;
+  let drained: (() => void) | null = null;
   const server = createAdaptorServer({
-    fetch: (req: Request) => (app ? app.fetch(req) : new Response('starting', { status: 503 })),
+    fetch: async (req: Request) => {
+      if (!app) return new Response('starting', { status: 503 });
+      if (stopping) {
+        return Response.json({ error: { code: 'E_UNAVAILABLE', message: 'the Gateway is stopping' } }, { status: 503, headers: { connection: 'close' } });
+      }
+      inFlight++;
+      try {
+        return await app.fetch(req);
+      } finally {
+        if (--inFlight === 0) drained?.();
+      }
+    },
     hostname: host,
   }) as Server;
   let address: AddressInfo;
@@ -129,10 +145,18 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
     port: address.port,
     service,
     close() {
-      closing ??= new Promise<void>((done) => {
-        server.close(() => done());
-        server.closeAllConnections();
-      })
+      closing ??= (async () => {
+        stopping = true;
+        const closed = new Promise<void>((done) => server.close(() => done()));
+        server.closeIdleConnections();
+        // Every request already taken is answered first (a second Ctrl-C ends the process at once).
+        if (inFlight > 0) await new Promise<void>((done) => (drained = done));
+        // Their responses are written; connections kept alive after them are closed, or cut after a moment.
+        server.closeIdleConnections();
+        const cut = setTimeout(() => server.closeAllConnections(), 1000);
+        await closed;
+        clearTimeout(cut);
+      })()
         .then(() => service.settle())
         .finally(() => service.close());
       return closing;
