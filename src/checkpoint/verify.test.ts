@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkStore, type BatchFact, type FileFact, type RepoFacts } from './verify.js';
+import { checkAgainWhileMoving, checkStore, type BatchFact, type FileFact, type RepoFacts, type VerifyReport } from './verify.js';
 import { Trailers } from '../git/trailers.js';
 
 /** The pure half of `knowledge verify`: rows and repository facts in, coded problems out. */
@@ -67,5 +67,42 @@ describe('checkStore', () => {
   it('a receipt naming another batch is receipt-mismatch', () => {
     const x = checkStore({ vaultId: V, batches: ok, files: okFiles, publications: [{ publicationId: 'pub-1', status: 'acknowledged', batchId: 2 }], repo: repo() });
     expect(codes(x)).toEqual(['receipt-mismatch']);
+  });
+});
+
+describe('verify beside a writer: a problem that a checkpoint in progress explains is checked again', () => {
+  const report = (ok: boolean, tip: string, committed: number): VerifyReport => ({
+    ok,
+    store: '/s',
+    branch: 'refs/heads/main',
+    tip,
+    batches: { total: 5, committed, queued: 5 - committed },
+    checked: { commits: committed, files: 0, filesWithoutBlobId: 0 },
+    problems: ok ? [] : [{ code: 'unrecorded-commit', message: 'batch 5 is on the branch but recorded as queued' }],
+  });
+  const sequence = (...reports: VerifyReport[]) => {
+    let calls = 0;
+    return { check: async () => reports[Math.min(calls++, reports.length - 1)]!, calls: () => calls };
+  };
+
+  it('a problem gone on the second look (the checkpoint was recorded meanwhile) is not reported', async () => {
+    const s = sequence(report(false, 'a', 4), report(true, 'a', 5));
+    expect(await checkAgainWhileMoving(s.check, 1)).toMatchObject({ ok: true });
+    expect(s.calls()).toBe(2);
+  });
+
+  it('a problem that stays while nothing moved is real: reported after one more look', async () => {
+    const s = sequence(report(false, 'a', 4), report(false, 'a', 4), report(true, 'a', 4));
+    expect(await checkAgainWhileMoving(s.check, 1)).toMatchObject({ ok: false });
+    expect(s.calls()).toBe(2);
+  });
+
+  it('while the branch or the batches keep moving, it looks again, at most three times in all', async () => {
+    const s = sequence(report(false, 'a', 3), report(false, 'b', 4), report(false, 'c', 5), report(true, 'c', 5));
+    expect(await checkAgainWhileMoving(s.check, 1)).toMatchObject({ ok: false, tip: 'c' });
+    expect(s.calls()).toBe(3);
+    const ok = sequence(report(true, 'a', 5));
+    expect(await checkAgainWhileMoving(ok.check, 1)).toMatchObject({ ok: true });
+    expect(ok.calls()).toBe(1);
   });
 });

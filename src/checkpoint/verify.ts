@@ -226,17 +226,50 @@ export function checkStore(input: {
   return { problems, checkedFiles, filesWithoutBlobId };
 }
 
+/** Attempts of a check whose problems may be a checkpoint that another process is making at that moment. */
+const VERIFY_ATTEMPTS = 3;
+
+/**
+ * Check the store against its repository. It reads SQLite, then git, while
+ * another process may be writing: a checkpoint that lands in between (its
+ * commit on the branch, its record not yet read, or the other way round)
+ * looks like a problem for a moment. So a check that finds problems is made
+ * again, after a pause, while the batches or the branch moved in between;
+ * real problems stay and are reported.
+ */
 export async function verifyStore(store: Store, runner: GitRunner): Promise<VerifyReport> {
+  return checkAgainWhileMoving(() => verifyOnce(store, runner));
+}
+
+/** Run `check` again (after a pause) while it finds problems: once more, and more while the store moved in between. */
+export async function checkAgainWhileMoving(check: () => Promise<VerifyReport>, pauseMs = 100): Promise<VerifyReport> {
+  let report = await check();
+  for (let attempt = 1; attempt < VERIFY_ATTEMPTS && !report.ok; attempt++) {
+    await new Promise((r) => setTimeout(r, pauseMs * attempt));
+    const again = await check();
+    const moved = again.tip !== report.tip || again.batches.committed !== report.batches.committed || again.batches.total !== report.batches.total;
+    report = again;
+    if (!moved) break;
+  }
+  return report;
+}
+
+async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport> {
   const db = store.db;
-  const batches = (db.prepare('SELECT batch_id, kind, ref_id, state, commit_id FROM batches ORDER BY batch_id').all() as Array<{
-    batch_id: number; kind: string; ref_id: string; state: 'queued' | 'committed'; commit_id: string | null;
-  }>).map((r): BatchFact => ({ batchId: r.batch_id, kind: r.kind, refId: r.ref_id, state: r.state, commit: r.commit_id }));
-  const files = (db.prepare(`SELECT f.batch_id, f.path, f.deleted, f.blob_oid, ${queuedBytesSql('f')} IS NOT NULL AS has_bytes FROM batch_files f ORDER BY f.batch_id, f.path`).all() as Array<{
-    batch_id: number; path: string; deleted: number; blob_oid: string | null; has_bytes: number;
-  }>).map((r): FileFact => ({ batchId: r.batch_id, path: r.path, deleted: r.deleted === 1, blobOid: r.blob_oid, hasBytes: r.has_bytes === 1 }));
-  const publications = (db.prepare('SELECT publication_id, status, batch_id FROM publications').all() as Array<{
-    publication_id: string; status: string; batch_id: number | null;
-  }>).map((r): PublicationFact => ({ publicationId: r.publication_id, status: r.status, batchId: r.batch_id }));
+  // One snapshot of the three tables: a checkpoint recorded between two reads would look half done.
+  const read = db.transaction(() => {
+    const batches = (db.prepare('SELECT batch_id, kind, ref_id, state, commit_id FROM batches ORDER BY batch_id').all() as Array<{
+      batch_id: number; kind: string; ref_id: string; state: 'queued' | 'committed'; commit_id: string | null;
+    }>).map((r): BatchFact => ({ batchId: r.batch_id, kind: r.kind, refId: r.ref_id, state: r.state, commit: r.commit_id }));
+    const files = (db.prepare(`SELECT f.batch_id, f.path, f.deleted, f.blob_oid, ${queuedBytesSql('f')} IS NOT NULL AS has_bytes FROM batch_files f ORDER BY f.batch_id, f.path`).all() as Array<{
+      batch_id: number; path: string; deleted: number; blob_oid: string | null; has_bytes: number;
+    }>).map((r): FileFact => ({ batchId: r.batch_id, path: r.path, deleted: r.deleted === 1, blobOid: r.blob_oid, hasBytes: r.has_bytes === 1 }));
+    const publications = (db.prepare('SELECT publication_id, status, batch_id FROM publications').all() as Array<{
+      publication_id: string; status: string; batch_id: number | null;
+    }>).map((r): PublicationFact => ({ publicationId: r.publication_id, status: r.status, batchId: r.batch_id }));
+    return { batches, files, publications };
+  });
+  const { batches, files, publications } = read.deferred();
 
   const report: VerifyReport = {
     ok: true,
