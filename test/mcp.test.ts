@@ -535,10 +535,11 @@ describe('[LAY-4] the server holds the writer lock only during a write', () => {
     expect((await s.ok('knowledge_lookup', { key: 'From the CLI' })).status).toBe('found');
   });
 
-  it('next to another writer (a Gateway), writes answer E_LOCKED naming the holder; reads still work', async () => {
+  /** Another process holding the store's writer lock, described as `command`. */
+  async function startHolder(command: string) {
     const holder = spawn(process.execPath, ['--input-type=module', '-e', `
       const { KnowledgeService } = await import(${JSON.stringify(pathToFileURL(join(cliPath, '..', '..', 'dist', 'service.js')).href)});
-      KnowledgeService.open(${JSON.stringify(store)}, { write: true, command: 'knowledge serve (test holder)' });
+      KnowledgeService.open(${JSON.stringify(store)}, { write: true, command: ${JSON.stringify(command)} });
       process.stdout.write('ready\\n');
       setInterval(() => {}, 1000);
     `], { cwd: sb.dir, env: sb.env, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -547,6 +548,21 @@ describe('[LAY-4] the server holds the writer lock only during a write', () => {
       holder.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolveReady());
       holder.on('exit', (code) => reject(new Error(`holder exited ${code}`)));
     });
+    return holder;
+  }
+
+  it('next to another agent\'s write, E_LOCKED names neither that agent nor its conversation', async () => {
+    const holder = await startHolder('knowledge mcp (agent rival, session secret-merger-7731)');
+    const s = await connect(['--agent', 'bot', '--session', 'mine'], { env: { KNOWLEDGE_MCP_LOCK_WAIT_MS: '200' } });
+    const e = await s.fail('knowledge_remember', { claim: 'Blocked', source_text: 'x' });
+    expect(e.code).toBe('E_LOCKED');
+    expect(e.message).toContain('knowledge mcp (another agent\'s write)');
+    expect(JSON.stringify(e)).not.toMatch(/secret-merger|rival/);
+    holder.kill('SIGKILL');
+  });
+
+  it('next to another writer (a Gateway), writes answer E_LOCKED naming the holder; reads still work', async () => {
+    const holder = await startHolder('knowledge serve (test holder)');
     const s = await connect(['--agent', 'bot'], { env: { KNOWLEDGE_MCP_LOCK_WAIT_MS: '200' } });
     const e = await s.fail('knowledge_remember', { claim: 'Blocked', source_text: 'x' });
     expect(e.code).toBe('E_LOCKED');

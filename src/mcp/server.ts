@@ -28,7 +28,7 @@ import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } fr
 import { z } from 'zod';
 import { resolve } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { isKnowledgeError } from '../errors.js';
+import { isKnowledgeError, KnowledgeError } from '../errors.js';
 import { KnowledgeService } from '../service.js';
 import type { GitRunnerOptions } from '../git/runner.js';
 import { Registry, knowledgeHome } from '../store/registry.js';
@@ -68,6 +68,18 @@ export interface McpIo {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * An E_LOCKED for an agent: the holder is named [LAY-4], but where it is
+ * another agent's MCP server, not by its agent or session id (a conversation
+ * the caller may not know of is never named to it).
+ */
+function withoutOtherAgents(err: KnowledgeError): KnowledgeError {
+  const holder = err.details?.holder as { command?: unknown } | undefined;
+  if (typeof holder?.command !== 'string' || !holder.command.startsWith('knowledge mcp (')) return err;
+  const command = 'knowledge mcp (another agent\'s write)';
+  return new KnowledgeError('E_LOCKED', err.message.split(holder.command).join(command), { ...err.details, holder: { ...holder, command } });
+}
+
 /** One store opening per call; writes serialised within this process and waiting briefly for a busy lock. */
 function storeAccess(opts: McpOptions): ToolContext['withService'] {
   const lockWaitMs = opts.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
@@ -80,7 +92,8 @@ function storeAccess(opts: McpOptions): ToolContext['withService'] {
       try {
         return KnowledgeService.open(opts.store, { write, command, env: opts.env, git: opts.git });
       } catch (err) {
-        if (!(isKnowledgeError(err) && err.code === 'E_LOCKED') || Date.now() >= deadline) throw err;
+        if (!(isKnowledgeError(err) && err.code === 'E_LOCKED')) throw err;
+        if (Date.now() >= deadline) throw withoutOtherAgents(err);
         await sleep(50);
       }
     }
