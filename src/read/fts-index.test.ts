@@ -120,6 +120,14 @@ describe('[READ-1] the FTS index follows the records table', () => {
   });
 });
 
+describe('[READ-1] lookup by a title holding characters that are words to the index but not letters or digits', () => {
+  it('a title whose first word is a private-use character (a tokenizer character FTS5 keeps)', () => {
+    put({ id: 'pu', title: '\uE000 Launch' });
+    expect(lookupRecord(db, 'all', '\uE000 Launch')).toMatchObject({ status: 'found', record: { id: 'pu' } });
+    expect(lookupRecord(db, 'all', '\uE000 launch')).toMatchObject({ status: 'found', record: { id: 'pu' } });
+  });
+});
+
 describe('search snippets', () => {
   it('come from the body when a word matched there, else the aliases, else the title, with bold marks', () => {
     put({ id: 's1', title: 'Kettle', aliases: ['boiler'], body: 'Water **boils** at one hundred degrees in the kettle.' });

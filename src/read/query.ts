@@ -43,8 +43,8 @@ export function ftsString(text: string): string {
   return `"${text.replace(/"/g, '""')}"`;
 }
 
-/** Words that can produce at least one token (letters or digits of any script). */
-const WORDLIKE = /[\p{L}\p{N}]/u;
+/** Words that can produce at least one token: letters, digits or private-use characters (FTS5 unicode61 keeps L*, N* and Co). */
+const WORDLIKE = /[\p{L}\p{N}\p{Co}]/u;
 
 /** Split user text into searchable words: whitespace-separated, punctuation-only words dropped. */
 export function queryWords(query: string): string[] {
