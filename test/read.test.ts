@@ -488,6 +488,27 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain('+added on side');
   });
 
+  it('a rename whose checkpoint is still waiting (the user holds index.lock): the committed versions are listed from the old path', async () => {
+    const [r1, r2, r3] = threeRevisions();
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // the baseline, so the next scan commits what it finds
+    const oldPath = r3!.records[0]!.path;
+    const newPath = oldPath.replace('evolving.md', 'moved.md');
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    renameSync(join(vault, oldPath), join(vault, newPath));
+    const scan = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
+    expect(scan).toMatchObject({ renamed: [{ from: oldPath, to: newPath }], git: { state: 'pending', code: 'locked' } });
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.path).toBe(newPath);
+    expect(h.queued).toBe(1);
+    expect(h.versions.map((v) => [v.commit, v.path])).toEqual([[r3!.git.commit, oldPath], [r2!.git.commit, oldPath], [r1!.git.commit, oldPath]]);
+    // Once it is committed, the rename is a version too.
+    rmSync(join(vault, '.git', 'index.lock'));
+    expect(JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout).retried).toMatchObject([{ git: { state: 'committed' } }]);
+    const after = await reader().recordHistory(OP, 'rec-h');
+    expect(after.queued).toBe(0);
+    expect(after.versions.map((v) => v.path)).toEqual([newPath, oldPath, oldPath, oldPath]);
+  });
+
   it('rename detection that crosses into another file (a broken one, in a conversation) ends the history there: nothing of it is listed or diffed [SURF-3]', async () => {
     const body = 'A long shared body line that makes the two files similar enough for git rename detection.\n';
     const file = (id: string, title: string, scope: string, broken = false) =>

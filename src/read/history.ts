@@ -128,6 +128,12 @@ export async function readHistory(
     `SELECT json_extract(j.value, '$.formerPath') FROM publications p, json_each(p.plan, '$.records') j
       WHERE p.publication_id = ? AND json_extract(j.value, '$.path') = ? LIMIT 1`,
   ).pluck();
+  // A rename a scan found whose checkpoint is still waiting: the path is not in Git yet, and the versions are at the old one.
+  const queuedRenameFrom = db.prepare(
+    `SELECT json_extract(j.value, '$.from') FROM batches b JOIN scans s ON s.scan_id = b.ref_id, json_each(s.receipt, '$.renamed') j
+      WHERE b.kind = 'scan' AND b.state = 'queued' AND instr(s.receipt, '"renamed":[]') = 0 AND json_extract(j.value, '$.to') = ?
+      ORDER BY b.batch_id DESC LIMIT 1`,
+  ).pluck();
   // A deleted record's file restored by hand at another path (a scan added it): its last path before it was deleted, once.
   let tombstoneAsked = false;
   /** Where the record lived before the version that added its file at `v.path`; null when nowhere known. */
@@ -149,6 +155,12 @@ export async function readHistory(
     const segment = await readSegment(runner, repo, from, path, rec.id, mayRead);
     if ('state' in segment) return { ...base, versions: [], git: segment };
     versions.push(...segment.versions);
+    if (segment.versions.length === 0) {
+      const queuedFrom = queuedRenameFrom.get(path);
+      if (typeof queuedFrom !== 'string' || queuedFrom === path) break;
+      path = queuedFrom;
+      continue;
+    }
     const oldest = segment.versions[segment.versions.length - 1];
     if (!oldest?.parent) break;
     if (segment.crossed) {
