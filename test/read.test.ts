@@ -488,6 +488,27 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain('+added on side');
   });
 
+  it('a move and rewrite the user committed with their own git: the scan pairs it by id, and history goes on at the old path', async () => {
+    const [r1, r2, r3] = threeRevisions();
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const oldPath = r3!.records[0]!.path;
+    const newPath = 'private/pages/renamed.md';
+    userGit(sb, vault, ['mv', oldPath, newPath]);
+    const text = readFileSync(join(vault, newPath), 'utf8');
+    writeFileSync(join(vault, newPath), text.slice(0, text.indexOf('---\n', 4) + 4) + Array.from({ length: 30 }, (_, i) => `brand new line ${i}\n`).join(''));
+    userGit(sb, vault, ['commit', '-q', '-am', 'move and rewrite']);
+    const userCommit = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    const scan = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
+    expect(scan).toMatchObject({ renamed: [{ from: oldPath, to: newPath, edited: true }], git: null });
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions.map((v) => [v.commit, v.path])).toEqual([
+      [userCommit, newPath],
+      [r3!.git.commit, oldPath],
+      [r2!.git.commit, oldPath],
+      [r1!.git.commit, oldPath],
+    ]);
+  });
+
   it('a rename whose checkpoint is still waiting (the user holds index.lock): the committed versions are listed from the old path', async () => {
     const [r1, r2, r3] = threeRevisions();
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // the baseline, so the next scan commits what it finds

@@ -136,6 +136,9 @@ export async function readHistory(
   ).pluck();
   // A deleted record's file restored by hand at another path (a scan added it): its last path before it was deleted, once.
   let tombstoneAsked = false;
+  // A move a scan found (by content or record id) into this path, whoever committed it: a move and rewrite the user
+  // committed with their own git carries no trailer of Knowledge's, and its scan committed nothing.
+  const movedFrom = db.prepare('SELECT from_path FROM record_moves WHERE id = ? AND to_path = ?').pluck();
   /** Where the record lived before the version that added its file at `v.path`; null when nowhere known. */
   const formerPathOf = (v: SegmentVersion): string | null => {
     let before: unknown;
@@ -146,7 +149,7 @@ export async function readHistory(
         tombstoneAsked = true;
         before = db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck().get(rec.id);
       }
-    }
+    } else before = movedFrom.get(rec.id, v.path);
     return typeof before === 'string' ? before : null;
   };
   let from: string = repo.head;

@@ -145,6 +145,15 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       if (!a.notBaselined?.includes(p)) markScanned.run(p, a.scanId, a.createdAt, a.scanId, a.createdAt, batchId ?? lastBatch);
     }
 
+    if (a.plan.renamed.length > 0) {
+      // Where each moved record came from, for its history (also when no checkpoint of this scan will say so).
+      const idAt = db.prepare('SELECT id FROM records WHERE path = ?').pluck();
+      const move = db.prepare('INSERT OR REPLACE INTO record_moves(id, to_path, from_path, scan_id) VALUES (?, ?, ?, ?)');
+      for (const r of a.plan.renamed) {
+        const id = idAt.get(r.to);
+        if (typeof id === 'string') move.run(id, r.to, r.from, a.scanId);
+      }
+    }
     a.receipt.diagnostics = a.diagnostics(a.partitions);
     if (batchId !== null) {
       // Kept with its git state read live, so it outlives a crash before the commit [GIT-14].
