@@ -184,6 +184,37 @@ describe('[PUB-1] validation writes nothing', () => {
   });
 });
 
+describe('[REC-1][PUB-1] a citation\'s lines and quote are checked against the source it cites', () => {
+  const claim = (evidence: string) => `---\nkind: claim\nclaim_kind: fact\ntitle: Node 20 everywhere\nevidence: ${evidence}\n---\nWhy.\n`;
+
+  it('a quote that is not the source\'s words, or lines past its end, is E_VALIDATION and writes nothing', () => {
+    write('ci.txt', 'CI config:\r\nevery job runs on Node 20.\r\n');
+    const source = `src-${sha('CI config:\r\nevery job runs on Node 20.\r\n').slice(0, 24)}`;
+    write('bad-quote.md', claim(`[{source: ${source}, quote: "every job runs on Node 22"}]`));
+    const r = publish(['--evidence', 'ci.txt', 'bad-quote.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_VALIDATION: record #1.*evidence\[0\] quotes words that are not in source src-/);
+    write('bad-lines.md', claim(`[{source: ${source}, lines: [2, 3]}]`));
+    expect(publish(['--evidence', 'ci.txt', 'bad-lines.md']).stderr).toMatch(/^E_VALIDATION: .*evidence\[0\] cites lines 2-3 of source src-\w+, which has 2 lines/);
+    expect(existsSync(join(vault, 'private'))).toBe(false);
+
+    // The source's words, within the lines given: published. Cited again later by id, the retained original is read.
+    write('good.md', claim(`[{source: ${source}, lines: [2, 2], quote: "runs on Node 20"}]`));
+    expect(publish(['--evidence', 'ci.txt', 'good.md']).code).toBe(0);
+    write('again.md', claim(`[{source: ${source}, lines: [1, 1], quote: "runs on Node 20"}]`));
+    expect(publish(['again.md']).stderr).toMatch(/^E_VALIDATION: .*evidence\[0\] quotes words that are not in source src-\w+ \(lines 1-1\)/);
+    write('again.md', claim(`[{source: ${source}, quote: "CI config:\\nevery job"}]`));
+    expect(publish(['again.md']).code).toBe(0);
+  });
+
+  it('a source that is not UTF-8 text is cited as given', () => {
+    const bytes = Buffer.from([0x25, 0x50, 0x44, 0x46, 0x2d, 0x00, 0xff, 0x10]);
+    write('scan.pdf', bytes);
+    write('c.md', claim(`[{source: src-${sha(bytes).slice(0, 24)}, lines: [7, 9], quote: "page 3, second column"}]`));
+    expect(publish(['--evidence', 'scan.pdf', 'c.md']).code).toBe(0);
+  });
+});
+
 describe('[PUB-5] the same request id returns the same receipt', () => {
   it('never creates a second publication; other content under the same id is E_CONFLICT', () => {
     write('p.md', '---\nkind: page\ntitle: Once\n---\n');

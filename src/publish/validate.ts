@@ -4,7 +4,7 @@
  * and the disk; writes nothing.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, lstatSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -15,6 +15,7 @@ import { requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
+import { CHECKED_SOURCE_MAX_BYTES, citableText, citationProblem } from '../evidence/citation.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
 
 import { LIMITS } from './limits.js';
@@ -165,6 +166,21 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       : `${label}: id ${id} is not available; choose another id, or publish without one (the store assigns one)`);
   const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
   const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
+  // The text of a cited source, to check a citation's lines and quote against (evidence/citation.ts): this request's
+  // bytes, or the retained original of a source of the partition; null where it cannot be read as text.
+  const requestBytes = new Map(req.evidence.map((ev) => [sourceIdFor(sha256Hex(ev.bytes)), ev.bytes]));
+  const sourceTexts = new Map<string, string | null>();
+  const sourceText = (sourceId: string): string | null => {
+    if (!sourceTexts.has(sourceId)) {
+      let bytes = requestBytes.get(sourceId) ?? null;
+      if (bytes === null) {
+        const row = getSource.get(partition, sourceId) as { size: number; path: string } | undefined;
+        if (row !== undefined && row.size <= CHECKED_SOURCE_MAX_BYTES) bytes = readRetained(join(store.paths.vault, row.path));
+      }
+      sourceTexts.set(sourceId, bytes === null ? null : citableText(bytes));
+    }
+    return sourceTexts.get(sourceId)!;
+  };
   const taken = (rel: string) =>
     plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || onDiskAt(join(store.paths.vault, rel));
 
@@ -259,11 +275,14 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     if (requiresEvidence(meta.kind) && meta.evidence.length === 0) {
       throw new KnowledgeError('E_VALIDATION', `${label}: a ${meta.kind} must cite evidence (pass --evidence FILE or evidence: [{ source: ID }])`);
     }
-    for (const c of meta.evidence) {
+    for (const [i, c] of meta.evidence.entries()) {
       const inRequest = sources.some((s) => s.sourceId === c.source);
       if (!inRequest && sourceInPartition.get(c.source, partition) === undefined) {
         throw new KnowledgeError('E_VALIDATION', `${label}: cites unknown evidence source ${c.source}`);
       }
+      const text = c.lines !== undefined || c.quote !== undefined ? sourceText(c.source) : null;
+      const problem = text === null ? null : citationProblem(c, text);
+      if (problem !== null) throw new KnowledgeError('E_VALIDATION', `${label}: evidence[${i}] ${problem}`);
     }
     if (meta.kind === 'relationship') {
       for (const end of [meta.from, meta.to]) {
@@ -287,4 +306,22 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     createdAt: ids.now, records, sources, files,
   };
   return { plan, bytes };
+}
+
+/** A retained original's bytes, when it is a regular file of at most CHECKED_SOURCE_MAX_BYTES (no link followed); else null. */
+function readRetained(path: string): Buffer | null {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return null; // deleted by hand, or not a file of ours: the citation cannot be checked
+  }
+  try {
+    const st = fstatSync(fd);
+    return st.isFile() && st.size <= CHECKED_SOURCE_MAX_BYTES ? readFileSync(fd) : null;
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
 }
