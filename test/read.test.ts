@@ -488,6 +488,30 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain('+added on side');
   });
 
+  it('a rename made on a branch and merged keeps that branch\'s own versions (a merge that renames is not where the history turns)', async () => {
+    const [r1, , r3] = threeRevisions();
+    const oldPath = r3!.records[0]!.path;
+    const newPath = oldPath.replace('evolving.md', 'renamed.md');
+    const git = (...args: string[]) => userGit(sb, vault, args);
+    git('checkout', '-q', '-b', 'side');
+    git('mv', oldPath, newPath);
+    git('commit', '-q', '-m', 'side rename');
+    for (const n of [1, 2]) {
+      writeFileSync(join(vault, newPath), readFileSync(join(vault, newPath), 'utf8') + `side edit ${n}\n`);
+      git('commit', '-q', '-am', `side edit ${n}`);
+    }
+    git('checkout', '-q', 'main');
+    writeFileSync(join(vault, 'unrelated.txt'), 'x\n');
+    git('add', 'unrelated.txt');
+    git('commit', '-q', '-m', 'unrelated');
+    git('merge', '-q', '--no-edit', 'side');
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const h = await reader().recordHistory(OP, 'rec-h');
+    const subjects = h.versions.map((v) => v.subject);
+    expect(subjects.slice(0, 3)).toEqual(['side edit 2', 'side edit 1', 'side rename']);
+    expect(h.versions.at(-1)!.commit).toBe(r1!.git.commit);
+  });
+
   it('a move and rewrite the user committed with their own git: the scan pairs it by id, and history goes on at the old path', async () => {
     const [r1, r2, r3] = threeRevisions();
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);

@@ -20,6 +20,8 @@ export const LOG_FORMAT = '--format=%H%x1f%P%x1f%aI%x1f%B';
 export interface LogEntry {
   commit: string;
   parent: string | null;
+  /** A merge commit (more than one parent). */
+  merge: boolean;
   date: string;
   actor: HistoryActor;
   subject: string;
@@ -55,6 +57,7 @@ function parseHeader(token: string): LogEntry | null {
   const entry: LogEntry = {
     commit,
     parent: parents.trim() === '' ? null : parents.trim().split(' ')[0]!,
+    merge: parents.trim().includes(' '),
     date: utcIso(date),
     actor: actorLabel(trailers.first('Knowledge-Actor')),
     subject: messageSubject(message),

@@ -202,14 +202,24 @@ async function readSegment(
   id: string,
   mayRead: (path: string) => boolean,
 ): Promise<{ versions: SegmentVersion[]; complete: boolean; crossed?: boolean } | HistoryGit> {
-  const log = await runner.run(
-    // A merge that changed the file (one git lists: it differs from every parent) is a version too, often the
-    // current one; git lists no file for a merge unless told which diff to show: the one against its first parent.
-    ['log', '-z', '--follow', '--name-status', '--diff-merges=first-parent', '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
-    { cwd: repo.vault, env: { ...repo.env, GIT_LITERAL_PATHSPECS: '1' } },
-  );
-  if (log.code !== 0) return failure(log.stderr, log.timedOut);
-  const entries = parseLog(log.stdout.toString('utf8')).filter(
+  const readLog = async (withMerges: boolean) => {
+    const log = await runner.run(
+      ['log', '-z', '--follow', '--name-status', ...(withMerges ? ['--diff-merges=first-parent'] : []), '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
+      { cwd: repo.vault, env: { ...repo.env, GIT_LITERAL_PATHSPECS: '1' } },
+    );
+    return log.code !== 0 ? failure(log.stderr, log.timedOut) : parseLog(log.stdout.toString('utf8'));
+  };
+  // A merge that changed the file is a version too, often the current one; git lists no file for a merge unless
+  // told which diff to show: the one against its first parent. But where that diff shows the file added or renamed
+  // at the merge (a rename or a new file made on the merged branch), --follow would go on from there along the first
+  // parent and drop the merged branch's own versions: such a history is read as before, without its merges.
+  let parsed = await readLog(true);
+  if (!Array.isArray(parsed)) return parsed;
+  if (parsed.some((e) => e.merge && e.status !== null && !e.status.startsWith('M'))) {
+    parsed = await readLog(false);
+    if (!Array.isArray(parsed)) return parsed;
+  }
+  const entries = parsed.filter(
     (e): e is typeof e & { path: string } => e.path !== null && !e.status?.startsWith('D'),
   );
   if (entries.length === 0) return { versions: [], complete: true };
