@@ -148,9 +148,28 @@ describe('[GIT-10] where the index and its lock are: a linked .git/index is foll
     expect(chained).toMatchObject({ index: join(far, 'real-index'), lock: join(far, 'real-index.lock'), temp: join(far, 'knowledge-index.tmp') });
     expect(shownLockPath(gitDir, chained.lock)).toBe(join(far, 'real-index.lock'));
 
+    // A `..` after a linked folder is the kernel's to resolve, through the real folder (as git leaves it):
+    // the lock, the temp index and the marker all go beside the index it reaches.
+    const real = join(sb.dir, 'elsewhere', 'a', 'b');
+    mkdirSync(real, { recursive: true });
+    mkdirSync(join(sb.dir, 'elsewhere', 'far'));
+    rmSync(join(gitDir, 'index'));
+    rmSync(join(gitDir, 'sub'), { recursive: true });
+    symlinkSync(real, join(gitDir, 'sub'));
+    symlinkSync('sub/link', join(gitDir, 'index'));
+    symlinkSync('../../far/real-index', join(real, 'link'));
+    const through = await indexFiles(gitDir);
+    expect(through.lock).toBe(`${gitDir}/sub/../../far/real-index.lock`);
+    expect(through.temp).toBe(`${gitDir}/sub/../../far/knowledge-index.tmp`);
+    expect(through.marker).toBe(`${gitDir}/sub/../../far/knowledge-index-lock.marker`);
+    const held = await holdIndexLock(gitDir);
+    expect(held.ok).toBe(true);
+    expect(existsSync(join(sb.dir, 'elsewhere', 'far', 'real-index.lock'))).toBe(true);
+    if (held.ok) await held.lock.release();
+    expect(readdirSync(join(sb.dir, 'elsewhere', 'far'))).toEqual([]);
+
     // Links in a loop: git stops after five and locks the path it reached (measured: git 2.39 locks `.git/b.lock`).
     rmSync(join(gitDir, 'index'));
-    rmSync(join(gitDir, 'sub', 'link'));
     symlinkSync('b', join(gitDir, 'index'));
     symlinkSync('index', join(gitDir, 'b'));
     expect((await indexFiles(gitDir)).lock).toBe(`${gitDir}/b.lock`);

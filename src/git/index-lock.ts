@@ -60,8 +60,9 @@ export async function indexFiles(gitDir: string): Promise<IndexFiles> {
     // Joined as text, as git does: `..` is left for the kernel to resolve through the real folders.
     index = isAbsolute(target) ? target : `${dirname(index)}/${target}`;
   }
+  // Beside the index as text too: `join` would resolve a `..` after a linked folder elsewhere than the kernel does.
   const folder = dirname(index);
-  return { index, lock: `${index}.lock`, temp: join(folder, 'knowledge-index.tmp'), marker: join(folder, 'knowledge-index-lock.marker') };
+  return { index, lock: `${index}.lock`, temp: `${folder}/knowledge-index.tmp`, marker: `${folder}/knowledge-index-lock.marker` };
 }
 
 /** A lock's path as messages show it: `.git/index.lock`, or where a linked index's lock is. */
