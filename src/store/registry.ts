@@ -2,7 +2,7 @@
  * The registry [LAY-2]: which stores exist and their settings, kept in
  * KNOWLEDGE_HOME (default ~/.knowledge) beside the stores.
  */
-import { linkSync, readFileSync, existsSync, realpathSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, linkSync, openSync, readFileSync, existsSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { atomicWrite, mkdirDurable, tempName } from '../fsutil.js';
@@ -141,11 +141,7 @@ export class Registry {
         }
         const holder = readHolder(lockPath);
         if (holder !== null && !processAlive(holder.pid, holder.startTicks)) {
-          try {
-            unlinkSync(lockPath);
-          } catch {
-            // another process removed it first
-          }
+          breakStaleLock(lockPath, holder.text);
           continue;
         }
         if (Date.now() > deadline) {
@@ -175,11 +171,44 @@ function createLock(staged: string, lockPath: string, text: string): void {
   writeFileSync(lockPath, text, { flag: 'wx', mode: 0o644 });
 }
 
-function readHolder(lockPath: string): { pid: number; startTicks: string | null } | null {
+function readHolder(lockPath: string): { pid: number; startTicks: string | null; text: string } | null {
   try {
-    const m = /^(\d+) (\S+)\n$/.exec(readFileSync(lockPath, 'utf8'));
-    return m ? { pid: Number(m[1]), startTicks: m[2] === '-' ? null : m[2]! } : null;
+    const text = readFileSync(lockPath, 'utf8');
+    const m = /^(\d+) (\S+)\n$/.exec(text);
+    return m ? { pid: Number(m[1]), startTicks: m[2] === '-' ? null : m[2]!, text } : null;
   } catch {
     return null;
+  }
+}
+
+/** A breaker left by a process killed while it removed a stale lock (held for microseconds) is this old. */
+const STALE_BREAKER_MS = 2000;
+
+/**
+ * Remove the lock a dead process left, if it is still that one. Two processes
+ * that both found it stale must not both remove "it": the second would remove
+ * the lock the first has taken meanwhile. So the removal is made under a lock
+ * of its own (`registry.json.lock.break`, created exclusively), with the lock
+ * read again there; whoever finds the breaker taken simply tries again.
+ */
+export function breakStaleLock(lockPath: string, staleText: string): void {
+  const breaker = `${lockPath}.break`;
+  try {
+    closeSync(openSync(breaker, 'wx', 0o644));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    try {
+      if (Date.now() - statSync(breaker).mtimeMs > STALE_BREAKER_MS) unlinkSync(breaker);
+    } catch {
+      // removed meanwhile
+    }
+    return;
+  }
+  try {
+    if (readHolder(lockPath)?.text === staleText) unlinkSync(lockPath);
+  } catch {
+    // removed meanwhile
+  } finally {
+    unlinkSync(breaker);
   }
 }
