@@ -207,6 +207,27 @@ describe('[REC-1][PUB-1] a citation\'s lines and quote are checked against the s
     expect(publish(['again.md']).code).toBe(0);
   });
 
+  it('a revision is checked for the citations it adds or changes, not for those its current revision has', () => {
+    write('ci.txt', 'every job runs on Node 20.\n');
+    const source = `src-${sha('every job runs on Node 20.\n').slice(0, 24)}`;
+    write('c.md', claim(`[{source: ${source}, quote: "runs on Node 20"}]`));
+    const first = publish(['--evidence', 'ci.txt', 'c.md']);
+    expect(first.code, first.stderr).toBe(0);
+    // The file edited by hand to a quote the source does not hold, and scanned: the record as it stands.
+    const path = join(vault, first.receipt.records[0].path);
+    writeFileSync(path, readFileSync(path, 'utf8').replace('quote: "runs on Node 20"', 'quote: "runs on Node 22"'));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const stored = readFileSync(path, 'utf8');
+    expect(stored).toContain('quote: "runs on Node 22"');
+    // A revision that only changes its lifecycle keeps that citation: accepted.
+    write('rev.md', stored.replace('lifecycle: active', 'lifecycle: superseded'));
+    const rev = publish(['rev.md']);
+    expect(rev.code, rev.stderr).toBe(0);
+    // One that changes the citation is checked.
+    write('rev2.md', readFileSync(path, 'utf8').replace('quote: "runs on Node 22"', 'quote: "runs on Node 18"'));
+    expect(publish(['rev2.md']).stderr).toMatch(/^E_VALIDATION: .*evidence\[0\] quotes words that are not in source/);
+  });
+
   it('a source that is not UTF-8 text is cited as given', () => {
     const bytes = Buffer.from([0x25, 0x50, 0x44, 0x46, 0x2d, 0x00, 0xff, 0x10]);
     write('scan.pdf', bytes);

@@ -39,7 +39,7 @@ export function citationProblem(c: Citation, text: string): string | null {
     scope = lines.slice(first - 1, last).join('\n');
   }
   if (c.quote !== undefined && !scope.includes(lf(c.quote))) {
-    return `quotes words that are not in source ${c.source}${c.lines !== undefined ? ` (lines ${c.lines[0]}-${c.lines[1]})` : ''}: a quote must be the source's exact words`;
+    return `quotes words that are not in source ${c.source}${c.lines !== undefined ? ` (lines ${c.lines[0]}-${c.lines[1]})` : ''}: a quote must be the source's exact text`;
   }
   return null;
 }

@@ -117,11 +117,14 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   // Evidence first: records cite it.
   const sources: PlannedSource[] = [];
   const bySha = new Map<string, PlannedSource>();
+  /** This request's evidence bytes by source id: what its citations are checked against. */
+  const requestBytes = new Map<string, Buffer>();
   const getSource = db.prepare('SELECT source_id, sha256, size, media_type, path, descriptor_path, in_history FROM sources WHERE partition = ? AND source_id = ?');
   for (const ev of req.evidence) {
     const sha = sha256Hex(ev.bytes);
     if (bySha.has(sha)) continue; // same bytes twice in one request: one source
     const sourceId = sourceIdFor(sha);
+    requestBytes.set(sourceId, ev.bytes);
     const existing = getSource.get(partition, sourceId) as
       | { source_id: string; sha256: string; size: number; media_type: string; path: string; descriptor_path: string; in_history: number }
       | undefined;
@@ -167,20 +170,26 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const knownInPartition = db.prepare('SELECT 1 FROM records WHERE id = ? AND partition = ?');
   const sourceInPartition = db.prepare('SELECT 1 FROM sources WHERE source_id = ? AND partition = ?');
   // The text of a cited source, to check a citation's lines and quote against (evidence/citation.ts): this request's
-  // bytes, or the retained original of a source of the partition; null where it cannot be read as text.
-  const requestBytes = new Map(req.evidence.map((ev) => [sourceIdFor(sha256Hex(ev.bytes)), ev.bytes]));
+  // bytes, or the retained original of a source of the partition while it still holds the source's bytes; null where
+  // it cannot be read as text.
   const sourceTexts = new Map<string, string | null>();
   const sourceText = (sourceId: string): string | null => {
     if (!sourceTexts.has(sourceId)) {
       let bytes = requestBytes.get(sourceId) ?? null;
       if (bytes === null) {
-        const row = getSource.get(partition, sourceId) as { size: number; path: string } | undefined;
+        const row = getSource.get(partition, sourceId) as { size: number; path: string; sha256: string } | undefined;
         if (row !== undefined && row.size <= CHECKED_SOURCE_MAX_BYTES) bytes = readRetained(join(store.paths.vault, row.path));
+        if (bytes !== null && sha256Hex(bytes) !== row?.sha256) bytes = null; // edited by hand: not the source any more
       }
       sourceTexts.set(sourceId, bytes === null ? null : citableText(bytes));
     }
     return sourceTexts.get(sourceId)!;
   };
+  // The citations the record's current revision already has: checked when they were published (or taken as they
+  // were, for a file edited by hand or published before citations were checked), so a revision that keeps them is not
+  // refused for them.
+  const priorCitations = db.prepare("SELECT json_extract(meta, '$.evidence') FROM records WHERE id = ?").pluck();
+  const citationKey = (c: { source: string; lines?: [number, number]; quote?: string }) => JSON.stringify([c.source, c.lines ?? null, c.quote ?? null]);
   const taken = (rel: string) =>
     plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || onDiskAt(join(store.paths.vault, rel));
 
@@ -275,12 +284,21 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     if (requiresEvidence(meta.kind) && meta.evidence.length === 0) {
       throw new KnowledgeError('E_VALIDATION', `${label}: a ${meta.kind} must cite evidence (pass --evidence FILE or evidence: [{ source: ID }])`);
     }
+    const kept = new Set<string>();
+    if (existing) {
+      const prior = priorCitations.get(id);
+      try {
+        for (const c of typeof prior === 'string' ? (JSON.parse(prior) as Array<{ source: string; lines?: [number, number]; quote?: string }>) : []) kept.add(citationKey(c));
+      } catch {
+        // no citations to keep
+      }
+    }
     for (const [i, c] of meta.evidence.entries()) {
       const inRequest = sources.some((s) => s.sourceId === c.source);
       if (!inRequest && sourceInPartition.get(c.source, partition) === undefined) {
         throw new KnowledgeError('E_VALIDATION', `${label}: cites unknown evidence source ${c.source}`);
       }
-      const text = c.lines !== undefined || c.quote !== undefined ? sourceText(c.source) : null;
+      const text = (c.lines !== undefined || c.quote !== undefined) && !kept.has(citationKey(c)) ? sourceText(c.source) : null;
       const problem = text === null ? null : citationProblem(c, text);
       if (problem !== null) throw new KnowledgeError('E_VALIDATION', `${label}: evidence[${i}] ${problem}`);
     }
