@@ -426,8 +426,11 @@ describe('[LAY-4] the Gateway owns the store while it runs', () => {
     const errors: unknown[] = [];
     const gw = await startGateway({ storeDir: store, port: 0, env: sb.env, git: { pathEnv: sb.env.PATH }, onInternalError: (e) => errors.push(e) });
     gateways.push(gw);
-    const answer = fetch(`${gw.origin}/api/scan`, { ...WRITE, headers: { ...WRITE.headers, 'content-type': 'application/json' }, body: '{}' });
+    let answeredAt = 0;
+    const answer = fetch(`${gw.origin}/api/scan`, { ...WRITE, headers: { ...WRITE.headers, 'content-type': 'application/json' }, body: '{}' })
+      .finally(() => (answeredAt = Date.now()));
     await new Promise((r) => setTimeout(r, 150));
+    expect(answeredAt, 'the scan was still running when the Gateway began to close').toBe(0);
     await gw.close();
     const res = await answer;
     expect(res.status).toBe(200);

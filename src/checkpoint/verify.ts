@@ -233,9 +233,10 @@ const VERIFY_ATTEMPTS = 3;
  * Check the store against its repository. It reads SQLite, then git, while
  * another process may be writing: a checkpoint that lands in between (its
  * commit on the branch, its record not yet read, or the other way round)
- * looks like a problem for a moment. So a check that finds problems is made
- * again, after a pause, while the batches or the branch moved in between;
- * real problems stay and are reported.
+ * looks like a problem for a moment. So a check that finds any problem is
+ * made once more after a pause, and again (three times in all) while the
+ * batches or the branch moved in between; real problems stay and are
+ * reported (a failing verify therefore checks at least twice).
  */
 export async function verifyStore(store: Store, runner: GitRunner): Promise<VerifyReport> {
   return checkAgainWhileMoving(() => verifyOnce(store, runner));

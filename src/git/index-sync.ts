@@ -302,8 +302,11 @@ export async function readTreeEntries(
  * but no files: about a thousand lines for a 100k-file vault), and those the
  * user's index holds but no commit yet (a submodule added and not committed):
  * looked for in the index only under folders of `files` that `commit` does
- * not have, the only place such a gitlink can be (one `ls-files` of those
- * folders, run only when there are any). Null when git cannot tell.
+ * not have (one `ls-files` of those folders, run only when there are any), so
+ * that a scan that adds a file to a folder the branch has reads no index. A
+ * gitlink staged in place of a folder the branch still has (the folder
+ * removed from the index, a submodule added at its path) is not looked for.
+ * Null when git cannot tell.
  */
 export async function gitlinksUnder(runner: GitRunner, vault: string, commit: string | null, dirs: string[], files: readonly string[]): Promise<Set<string> | null> {
   const env = { ...vaultEnv(vault), GIT_LITERAL_PATHSPECS: '1' };
