@@ -146,6 +146,15 @@ describe('search snippets', () => {
     expect(snip('weird')).toBe('body has \u0002**weird**\u0003 bytes');
   });
 
+  it('a caller restricted to some partitions gets no BM25 score, whose store-wide statistics would tell it of the others', () => {
+    put({ id: 'mine', title: 'Mine', body: 'zeta word' });
+    const scoreFor = (readable: 'all' | Array<'private'>) => searchRecords(db, readable, parseSearchQuery({ query: 'zeta' })).results[0]!.score;
+    expect(scoreFor('all')).toBeGreaterThan(0);
+    expect(scoreFor(['private'])).toBeUndefined();
+    for (let i = 0; i < 3; i++) put({ id: `hidden${i}`, title: 'Other', body: 'zeta', partition: 'conversation:A' });
+    expect(searchRecords(db, ['private'], parseSearchQuery({ query: 'zeta' })).results).toEqual([expect.not.objectContaining({ score: expect.anything() })]);
+  });
+
   it('filters by kind, lifecycle and exact tag inside the index, and scopes partitions', () => {
     put({ id: 'f1', title: 'Filter me', tags: ['c++', 'ops'] });
     put({ id: 'f2', title: 'Filter me', tags: ['c'], kind: 'claim' });

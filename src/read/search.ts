@@ -75,7 +75,7 @@ function searchInSnapshot(db: DB, readable: 'all' | PartitionId[], q: ParsedSear
     const row = summary.get(rowid) as SummaryRow | undefined;
     const snip = snippets.get({ open: OPEN, close: CLOSE, match, rowid }) as { t: string | null; a: string | null; b: string | null } | undefined;
     if (!row || !snip) continue; // removed between the two statements (another process wrote)
-    results.push({ ...toSummary(row), snippet: pickSnippet(snip.b, snip.a, snip.t), score: -rank });
+    results.push({ ...toSummary(row), snippet: pickSnippet(snip.b, snip.a, snip.t), ...(readable === 'all' ? { score: -rank } : {}) });
   }
   return { results, total, nextOffset: nextOffset(q.offset, results.length, total) };
 }

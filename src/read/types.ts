@@ -56,8 +56,12 @@ export interface SearchHit extends RecordSummary {
    * not HTML: escape it before rendering.
    */
   snippet: string;
-  /** Relevance, higher is better (negated FTS5 BM25; title > aliases > body). */
-  score: number;
+  /**
+   * Relevance, higher is better (negated FTS5 BM25; title > aliases > body). Only for a caller who may read every
+   * partition: BM25's statistics cover the whole store, so the number would tell a caller restricted to some
+   * partitions how often its words occur in the others.
+   */
+  score?: number;
 }
 
 export interface SearchResult {
