@@ -84,6 +84,26 @@ describe('[REC-1] the store fills store-owned fields', () => {
   });
 });
 
+describe('[REC-1][REC-2] a record written with CRLF line ends', () => {
+  it('is stored with CRLF throughout (the frontmatter the store fills too), reads back, and a scan finds it unchanged', () => {
+    write('crlf.md', '---\r\nkind: page\r\ntitle: Windows notes\r\nx-owner: ops\r\n---\r\nline one\r\nline two\r\n');
+    const r = publish(['crlf.md']);
+    expect(r.code, r.stderr).toBe(0);
+    const stored = readFileSync(join(vault, r.receipt.records[0].path), 'utf8');
+    expect(stored.replace(/\r\n/g, '')).not.toContain('\n'); // no bare LF: one line ending, not a mix
+    expect(stored).toContain('\r\nrevision: 1\r\n');
+    expect(stored.endsWith('---\r\nline one\r\nline two\r\n')).toBe(true);
+    const shown = JSON.parse(cli(sb, ['show', '--store', 'st', '--json', r.receipt.records[0].id]).stdout);
+    expect(shown).toMatchObject({ record: { title: 'Windows notes', onDisk: 'same' } });
+    expect(JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout)).toMatchObject({ added: [], modified: [] });
+    // Revised from the stored file, it stays CRLF.
+    write('rev.md', stored.replace('line two', 'line three'));
+    const rev = publish(['rev.md']);
+    expect(rev.code, rev.stderr).toBe(0);
+    expect(readFileSync(join(vault, rev.receipt.records[0].path), 'utf8').replace(/\r\n/g, '')).not.toContain('\n');
+  });
+});
+
 describe('[REC-4] revisions and conflicts', () => {
   it('revising with the current revision writes revision+1 at the same path; a stale revision is E_CONFLICT and writes nothing', () => {
     write('p.md', '---\nkind: page\ntitle: Evolving\nkeep: me\n---\nv1\n');

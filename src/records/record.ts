@@ -25,6 +25,8 @@ export interface ParsedFile {
   doc: Document;
   data: Record<string, unknown>;
   body: string;
+  /** Present when the file's frontmatter ends its lines with CRLF: written back so, like its body. */
+  crlf?: true;
 }
 
 export type ParseResult = { ok: true; file: ParsedFile } | { ok: false; reason: string };
@@ -305,7 +307,7 @@ export function parseRecordText(text: string): ParseResult {
     return fail(`invalid YAML frontmatter: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
   }
   if (!isPlainObject(data)) return fail('frontmatter must be a YAML mapping of keys to values');
-  return { ok: true, file: { doc, data, body: text.slice(bodyStart) } };
+  return { ok: true, file: { doc, data, body: text.slice(bodyStart), ...(start === 5 ? { crlf: true as const } : {}) } };
 }
 
 /** Parse raw file bytes: rejects invalid UTF-8 and a BOM, then {@link parseRecordText}. */
@@ -323,7 +325,8 @@ export function parseRecordBytes(bytes: Uint8Array): ParseResult {
 export function serializeRecord(file: ParsedFile): string {
   let yaml = file.doc.toString(YAML_STRINGIFY_OPTIONS);
   if (!yaml.endsWith('\n')) yaml += '\n';
-  return `---\n${yaml}---\n${file.body}`;
+  const text = `---\n${yaml}---\n`;
+  return `${file.crlf ? text.replace(/\n/g, '\r\n') : text}${file.body}`;
 }
 
 // ---------------------------------------------------------------------------
@@ -688,7 +691,7 @@ export function completeDraft(file: ParsedFile, fill: CompleteFill): CompletedDr
     }
     throw err;
   }
-  const completed: ParsedFile = { doc, data, body: file.body };
+  const completed: ParsedFile = { doc, data, body: file.body, ...(file.crlf ? { crlf: true as const } : {}) };
   const result = validateStored(completed);
   if (!result.ok) throw internal(`completeDraft produced an invalid record: ${result.reason}`);
   return { meta: result.meta, text: serializeRecord(completed), file: completed };
@@ -718,5 +721,5 @@ export function withDefaultCitations(file: ParsedFile, sourceIds: readonly strin
     pair.value = node;
   } else map.items.push(new Pair(new Scalar('evidence'), node));
   const data = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
-  return { doc, data, body: file.body };
+  return { doc, data, body: file.body, ...(file.crlf ? { crlf: true as const } : {}) };
 }
