@@ -614,6 +614,24 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain('Agenda: one, two.');
   });
 
+  it('a record whose file was broken by hand (seen by a scan) keeps its history, to read and recover; show says where to look', async () => {
+    const [r1, r2, r3] = threeRevisions();
+    const path = r3!.records[0]!.path;
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    writeFileSync(join(vault, path), readFileSync(join(vault, path), 'utf8').replace('---\n', '---\nbroken: [by hand\n'));
+    const scanned = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
+    expect(scanned, JSON.stringify(scanned)).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    const shown = cli(sb, ['show', '--store', 'st', 'rec-h']);
+    expect(shown.stderr).toMatch(/^E_NOT_FOUND: no record rec-h: its file \S+ no longer reads as a record \(see the scan's diagnostics\); its history still lists every committed version/);
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions.map((v) => [v.commit, v.path])).toEqual([
+      [scanned.git.commit, path],
+      [r3!.git.commit, path],
+      [r2!.git.commit, path],
+      [r1!.git.commit, path],
+    ]);
+  });
+
   it('a record whose file was deleted (seen by a scan) keeps its history, to read, diff and recover; show says where to look', async () => {
     const [r1, , r3] = threeRevisions();
     publish([{ id: 'rec-b-gone', title: 'B gone', body: 'in B' }], ['--partition', 'conversation:B', '--actor', 'agent']);

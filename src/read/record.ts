@@ -56,6 +56,18 @@ export function findTombstone(db: DB, readable: 'all' | PartitionId[], id: strin
   return { id: row.id, path: row.path };
 }
 
+/**
+ * A record whose file no longer reads as a record (its YAML broken by hand, seen by a scan), in a partition the
+ * caller may read: its id and path, whose history still lists every committed version [READ-2]. Not while another
+ * file claims the id.
+ */
+export function findBrokenRecord(db: DB, readable: 'all' | PartitionId[], id: string): { id: string; path: string } | undefined {
+  if (db.prepare('SELECT 1 FROM records WHERE id = ? UNION ALL SELECT 1 FROM scan_duplicate_rows WHERE id = ?').get(id, id) !== undefined) return undefined;
+  const row = db.prepare('SELECT id, partition, path FROM broken_record_files WHERE id = ? ORDER BY path LIMIT 1').get(id) as { id: string; partition: string; path: string } | undefined;
+  if (!row || (readable !== 'all' && !readable.includes(row.partition as PartitionId))) return undefined;
+  return { id: row.id, path: row.path };
+}
+
 export function readRecordView(db: DB, vaultDir: string, readable: 'all' | PartitionId[], id: string): RecordView {
   // One read snapshot for the record, its evidence and its backlinks.
   return db.transaction(() => viewInSnapshot(db, vaultDir, readable, id)).deferred();
