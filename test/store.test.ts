@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
@@ -124,7 +124,12 @@ describe('[LAY-2] the registry changed by several processes at once', () => {
     expect(cli(sb, ['init', 'one']).code).toBe(0);
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
     writeFileSync(join(sb.home, '.knowledge', 'registry.json.lock'), `${gone} -\n`);
+    // Its staging files too (its lock's marker, its new registry.json before the rename); a live process's stay.
+    for (const name of [`.registry.json.lock.${gone}.00aa11bb22cc.tmp`, `.registry.json.${gone}.33dd44ee55ff.tmp`, `.registry.json.lock.${process.pid}.66aa77bb88cc.tmp`]) {
+      writeFileSync(join(sb.home, '.knowledge', name), 'x');
+    }
     expect(cli(sb, ['init', 'two', '--read-only']).code).toBe(0);
+    expect(readdirSync(join(sb.home, '.knowledge')).filter((n) => n.endsWith('.tmp'))).toEqual([`.registry.json.lock.${process.pid}.66aa77bb88cc.tmp`]);
     const reg = JSON.parse(readFileSync(join(sb.home, '.knowledge', 'registry.json'), 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
     expect(Object.keys(reg.stores).sort()).toEqual([join(sb.dir, 'one'), join(sb.dir, 'two')]);
     expect(existsSync(join(sb.home, '.knowledge', 'registry.json.lock'))).toBe(false);

@@ -2,7 +2,7 @@
  * The registry [LAY-2]: which stores exist and their settings, kept in
  * KNOWLEDGE_HOME (default ~/.knowledge) beside the stores.
  */
-import { closeSync, linkSync, openSync, readFileSync, existsSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, linkSync, openSync, readdirSync, readFileSync, existsSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { atomicWrite, mkdirDurable, tempName } from '../fsutil.js';
@@ -106,10 +106,33 @@ export class Registry {
     mkdirDurable(this.home);
     const release = this.lock();
     try {
+      this.clearDeadTemps();
       const next = change(this.read());
       if (next !== null) atomicWrite(this.file, JSON.stringify(next, null, 2) + '\n');
     } finally {
       release();
+    }
+  }
+
+  /**
+   * Staging files of registry changes whose process was killed (its lock's marker, or its new registry.json before
+   * the rename), removed under the lock: only a dead process's, as others may be staging their markers right now.
+   */
+  private clearDeadTemps(): void {
+    let names: string[];
+    try {
+      names = readdirSync(this.home);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const m = /^\.registry\.json(?:\.lock)?\.(\d+)\.[0-9a-f]+\.tmp$/.exec(name);
+      if (!m || processAlive(Number(m[1]), null)) continue;
+      try {
+        unlinkSync(join(this.home, name));
+      } catch {
+        // removed meanwhile
+      }
     }
   }
 
