@@ -614,6 +614,24 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain('Agenda: one, two.');
   });
 
+  it('a record whose id was changed by hand in its file keeps its old id\'s history (a tombstone, as for a deleted file)', async () => {
+    const [r1, r2, r3] = threeRevisions();
+    const path = r3!.records[0]!.path;
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    writeFileSync(join(vault, path), readFileSync(join(vault, path), 'utf8').replace('id: rec-h', 'id: rec-renumbered'));
+    const scanned = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
+    expect(scanned).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    expect(cli(sb, ['show', '--store', 'st', 'rec-h']).stderr).toMatch(/^E_NOT_FOUND: no record rec-h: its file was deleted; its history still lists every committed version/);
+    const h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions.map((v) => v.commit)).toEqual([r3!.git.commit, r2!.git.commit, r1!.git.commit]);
+    // The new id's history starts at the scan that found it.
+    expect((await reader().recordHistory(OP, 'rec-renumbered')).versions.map((v) => v.commit)).toEqual([scanned.git.commit]);
+    // The old id goes on from its last revision when published again [REC-4].
+    writeFileSync(join(sb.dir, 'again.md'), '---\nid: rec-h\nkind: page\ntitle: Evolving again\n---\nback\n');
+    const again = cli(sb, ['publish', '--store', 'st', '--json', 'again.md']);
+    expect(JSON.parse(again.stdout).records[0]).toMatchObject({ id: 'rec-h', revision: 4 });
+  });
+
   it('a record whose file was broken by hand (seen by a scan) keeps its history, to read and recover; show says where to look', async () => {
     const [r1, r2, r3] = threeRevisions();
     const path = r3!.records[0]!.path;
@@ -773,10 +791,11 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     writeFileSync(join(vault, dup), readFileSync(join(vault, copy)));
     cli(sb, ['scan', '--store', 'st']);
     const s = reader();
-    for (const id of ['rec-bad', 'rec-dup']) {
-      expect(() => s.readRecord(OP, id), id).toThrow(new RegExp(`^no record ${id}$`)); // not "its file was deleted"
-      expect(await asyncErrorCode(() => s.recordHistory(OP, id))).toBe('E_NOT_FOUND');
-    }
+    // Not "its file was deleted": the broken file still holds its id, and its history is there to recover it.
+    expect(() => s.readRecord(OP, 'rec-bad')).toThrow(/^no record rec-bad: its file \S+ no longer reads as a record/);
+    expect((await s.recordHistory(OP, 'rec-bad')).versions.length).toBeGreaterThan(0);
+    expect(() => s.readRecord(OP, 'rec-dup')).toThrow(/^no record rec-dup$/);
+    expect(await asyncErrorCode(() => s.recordHistory(OP, 'rec-dup'))).toBe('E_NOT_FOUND');
   });
 
   it('is empty, not an error, before the repository exists; queued versions are counted', async () => {
