@@ -241,6 +241,9 @@ async function readSegment(
     if (!obj?.found) continue; // not a version of the file (e.g. a merge listing)
     if (!mayRead(e.path)) return { versions, complete: false };
     const facts = versionFacts(obj.bytes);
+    // Newer versions at this very path that name another id (the id changed by hand in the file, or the path taken by
+    // another record after this one was deleted): not this record's, and not where its history ends.
+    if (versions.length === 0 && facts.id !== null && facts.id !== id && e.path === path) continue;
     if (facts.id !== null ? facts.id !== id : e.path !== newer) return { versions, complete: false, crossed: true };
     newer = e.path;
     const v: SegmentVersion = {

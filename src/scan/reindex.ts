@@ -66,6 +66,8 @@ export class RecordIndexer {
       hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
       tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
       tombstoneOf: db.prepare('SELECT partition FROM record_tombstones WHERE id = ?').pluck(),
+      // A file that no longer reads as a record still holds its id (broken_record_files): not a deleted record.
+      brokenHolds: db.prepare('SELECT 1 FROM broken_record_files WHERE id = ? LIMIT 1'),
       brokenByPath: db.prepare('SELECT id FROM broken_record_files WHERE path = ?').pluck(),
       delBroken: db.prepare('DELETE FROM broken_record_files WHERE path = ?'),
       insBroken: db.prepare('INSERT OR REPLACE INTO broken_record_files(path, id, partition) VALUES (?, ?, ?)'),
@@ -113,7 +115,9 @@ export class RecordIndexer {
       this.note(id);
       this.affected.add(id);
       this.released.add(id);
-      if (gone) this.noteGone(id, { path, partition: rec.partition, revision: rec.revision });
+      // Deleted, or rewritten under another id (changed by hand): whichever, the id keeps its history and its last
+      // revision unless a file claims it again by the end of the scan (finish).
+      this.noteGone(id, { path, partition: rec.partition, revision: rec.revision });
       if (this.claimedCount > 0) this.releasedLate = true;
     }
     const dup = this.s.dupByPath.get(path) as { id: string; row: string } | undefined;
@@ -213,7 +217,9 @@ export class RecordIndexer {
     }
     // [READ-2] A record whose file is gone, and whose id no other file claims: its history stays readable.
     for (const [id, at] of this.gone) {
-      if (this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) this.s.tombstone.run(id, at.partition, at.path, at.revision, this.now);
+      if (this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined && this.s.brokenHolds.get(id) === undefined) {
+        this.s.tombstone.run(id, at.partition, at.path, at.revision, this.now);
+      }
     }
   }
 
