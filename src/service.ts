@@ -25,7 +25,7 @@ import { parseListQuery, parseLookupKey, parseSearchQuery, isFullCommitId } from
 import { lookupRecord } from './read/lookup.js';
 import { searchRecords } from './read/search.js';
 import { listRecords } from './read/inventory.js';
-import { findBrokenRecord, findTombstone, readRecordView, requireVisible } from './read/record.js';
+import { findFormerRecord, readRecordView, requireVisible } from './read/record.js';
 import { diffVersions, readHistory } from './read/history.js';
 import { subjectForReader } from './scan/plan.js';
 import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
@@ -356,14 +356,10 @@ export class KnowledgeService {
     try {
       return readRecordView(this.store.db, this.store.paths.vault, scope, key);
     } catch (err) {
-      if (isKnowledgeError(err) && err.code === 'E_NOT_FOUND' && findTombstone(this.store.db, scope, key)) {
-        throw new KnowledgeError('E_NOT_FOUND', `no record ${key}: its file was deleted; its history still lists every committed version [READ-2]`);
-      }
-      const broken = isKnowledgeError(err) && err.code === 'E_NOT_FOUND' ? findBrokenRecord(this.store.db, scope, key) : undefined;
-      if (broken) {
-        throw new KnowledgeError('E_NOT_FOUND', `no record ${key}: its file ${broken.path} no longer reads as a record (see the scan's diagnostics); its history still lists every committed version [READ-2]`);
-      }
-      throw err;
+      const former = isKnowledgeError(err) && err.code === 'E_NOT_FOUND' ? findFormerRecord(this.store.db, scope, key) : undefined;
+      if (!former) throw err;
+      const what = former.why === 'deleted' ? 'its file was deleted' : `its file ${former.path} no longer reads as a record (see the scan's diagnostics)`;
+      throw new KnowledgeError('E_NOT_FOUND', `no record ${key}: ${what}; its history still lists every committed version [READ-2]`);
     }
   }
 
@@ -376,10 +372,9 @@ export class KnowledgeService {
       rec = requireVisible(this.store.db, scope, key);
     } catch (err) {
       // A record whose file was deleted, or broken by hand: its committed versions can still be read (and recovered) [READ-2].
-      const notFound = isKnowledgeError(err) && err.code === 'E_NOT_FOUND';
-      const gone = notFound ? (findTombstone(this.store.db, scope, key) ?? findBrokenRecord(this.store.db, scope, key)) : undefined;
-      if (!gone) throw err;
-      rec = gone;
+      const former = isKnowledgeError(err) && err.code === 'E_NOT_FOUND' ? findFormerRecord(this.store.db, scope, key) : undefined;
+      if (!former) throw err;
+      rec = former;
     }
     const mayRead = (path: string) => {
       const p = partitionOfPath(path);

@@ -45,27 +45,22 @@ export function requireVisible(db: DB, readable: 'all' | PartitionId[], id: stri
 }
 
 /**
- * A record whose file was deleted (a scan found it gone, and no file claims
- * its id): its last path, when its partition is readable [READ-2]. Only for
- * an id no file claims now (not a record, not a parked duplicate).
+ * A record no file holds as a record any more, in a partition the caller may
+ * read: its id and last path, whose history still lists every committed
+ * version [READ-2]. `deleted`: a scan found its file gone, or rewritten under
+ * another id (its tombstone); `broken`: its file no longer reads as a record
+ * (its YAML broken by hand). Only for an id no file claims now (not a record,
+ * not a parked duplicate).
  */
-export function findTombstone(db: DB, readable: 'all' | PartitionId[], id: string): { id: string; path: string } | undefined {
+export function findFormerRecord(db: DB, readable: 'all' | PartitionId[], id: string): { id: string; path: string; why: 'deleted' | 'broken' } | undefined {
   if (db.prepare('SELECT 1 FROM records WHERE id = ? UNION ALL SELECT 1 FROM scan_duplicate_rows WHERE id = ?').get(id, id) !== undefined) return undefined;
-  const row = db.prepare('SELECT id, partition, path FROM record_tombstones WHERE id = ?').get(id) as { id: string; partition: string; path: string } | undefined;
-  if (!row || (readable !== 'all' && !readable.includes(row.partition as PartitionId))) return undefined;
-  return { id: row.id, path: row.path };
-}
-
-/**
- * A record whose file no longer reads as a record (its YAML broken by hand, seen by a scan), in a partition the
- * caller may read: its id and path, whose history still lists every committed version [READ-2]. Not while another
- * file claims the id.
- */
-export function findBrokenRecord(db: DB, readable: 'all' | PartitionId[], id: string): { id: string; path: string } | undefined {
-  if (db.prepare('SELECT 1 FROM records WHERE id = ? UNION ALL SELECT 1 FROM scan_duplicate_rows WHERE id = ?').get(id, id) !== undefined) return undefined;
-  const row = db.prepare('SELECT id, partition, path FROM broken_record_files WHERE id = ? ORDER BY path LIMIT 1').get(id) as { id: string; partition: string; path: string } | undefined;
-  if (!row || (readable !== 'all' && !readable.includes(row.partition as PartitionId))) return undefined;
-  return { id: row.id, path: row.path };
+  const visible = (row: { partition: string } | undefined) => row !== undefined && (readable === 'all' || readable.includes(row.partition as PartitionId));
+  type Row = { id: string; partition: string; path: string };
+  const gone = db.prepare('SELECT id, partition, path FROM record_tombstones WHERE id = ?').get(id) as Row | undefined;
+  if (visible(gone)) return { id: gone!.id, path: gone!.path, why: 'deleted' };
+  const broken = db.prepare('SELECT id, partition, path FROM broken_record_files WHERE id = ? ORDER BY path LIMIT 1').get(id) as Row | undefined;
+  if (visible(broken)) return { id: broken!.id, path: broken!.path, why: 'broken' };
+  return undefined;
 }
 
 export function readRecordView(db: DB, vaultDir: string, readable: 'all' | PartitionId[], id: string): RecordView {
