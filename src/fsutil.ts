@@ -35,6 +35,15 @@ export function mkdirDurable(dir: string): void {
   fsyncDir(parent);
 }
 
+/**
+ * Whether a failed hard link means this file system has none (so a lock file is
+ * created and written in place instead), rather than that the link's target exists.
+ */
+export function linkUnsupported(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'ENOSYS';
+}
+
 export function tempName(base: string): string {
   return `.${base}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
 }

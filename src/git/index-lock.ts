@@ -23,7 +23,7 @@ import { copyFile, link, open, readlink, realpath, rename, unlink, writeFile } f
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
 import { pendingCodeOfErrno } from './runner.js';
-import { readRegular } from '../fsutil.js';
+import { linkUnsupported, readRegular } from '../fsutil.js';
 
 const MARKER = 'knowledge-index-lock';
 
@@ -154,8 +154,7 @@ async function createWithMarker(staged: string, lockPath: string): Promise<void>
     await link(staged, lockPath);
     return;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+    if (!linkUnsupported(err)) throw err;
   } finally {
     await unlink(staged).catch(() => undefined);
   }

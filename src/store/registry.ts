@@ -5,7 +5,7 @@
 import { closeSync, linkSync, openSync, readdirSync, readFileSync, existsSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { atomicWrite, mkdirDurable, tempName } from '../fsutil.js';
+import { atomicWrite, linkUnsupported, mkdirDurable, tempName } from '../fsutil.js';
 import { KnowledgeError } from '../errors.js';
 import { processAlive, processStartTicks } from '../process.js';
 
@@ -188,8 +188,7 @@ function createLock(staged: string, lockPath: string, text: string): void {
     linkSync(staged, lockPath);
     return;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+    if (!linkUnsupported(err)) throw err;
   }
   writeFileSync(lockPath, text, { flag: 'wx', mode: 0o644 });
 }
