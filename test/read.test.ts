@@ -614,13 +614,19 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(d.patch).toContain('Agenda: one, two.');
   });
 
-  it('a record whose id was changed by hand in its file keeps its old id\'s history (a tombstone, as for a deleted file)', async () => {
+  /** Three revisions of rec-h, a baseline scan, then its file edited by hand and scanned: that scan's receipt. */
+  function threeRevisionsEditedByHand(edit: (text: string) => string) {
     const [r1, r2, r3] = threeRevisions();
     const path = r3!.records[0]!.path;
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
-    writeFileSync(join(vault, path), readFileSync(join(vault, path), 'utf8').replace('id: rec-h', 'id: rec-renumbered'));
+    writeFileSync(join(vault, path), edit(readFileSync(join(vault, path), 'utf8')));
     const scanned = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
-    expect(scanned).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    expect(scanned, JSON.stringify(scanned)).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    return { r1, r2, r3, path, scanned };
+  }
+
+  it('a record whose id was changed by hand in its file keeps its old id\'s history (a tombstone, as for a deleted file)', async () => {
+    const { r1, r2, r3, scanned } = threeRevisionsEditedByHand((text) => text.replace('id: rec-h', 'id: rec-renumbered'));
     expect(cli(sb, ['show', '--store', 'st', 'rec-h']).stderr).toMatch(/^E_NOT_FOUND: no record rec-h: its file was deleted; its history still lists every committed version/);
     const h = await reader().recordHistory(OP, 'rec-h');
     expect(h.versions.map((v) => v.commit)).toEqual([r3!.git.commit, r2!.git.commit, r1!.git.commit]);
@@ -633,12 +639,7 @@ describe('[READ-2] history from the vault\'s Git history', () => {
   });
 
   it('a record whose file was broken by hand (seen by a scan) keeps its history, to read and recover; show says where to look', async () => {
-    const [r1, r2, r3] = threeRevisions();
-    const path = r3!.records[0]!.path;
-    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
-    writeFileSync(join(vault, path), readFileSync(join(vault, path), 'utf8').replace('---\n', '---\nbroken: [by hand\n'));
-    const scanned = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout);
-    expect(scanned, JSON.stringify(scanned)).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    const { r1, r2, r3, path, scanned } = threeRevisionsEditedByHand((text) => text.replace('---\n', '---\nbroken: [by hand\n'));
     const shown = cli(sb, ['show', '--store', 'st', 'rec-h']);
     expect(shown.stderr).toMatch(/^E_NOT_FOUND: no record rec-h: its file \S+ no longer reads as a record \(see the scan's diagnostics\); its history still lists every committed version/);
     const h = await reader().recordHistory(OP, 'rec-h');
