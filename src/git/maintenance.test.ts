@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
 import { commitChain } from './checkpoint.js';
@@ -70,6 +70,23 @@ describe('maintainRepository', () => {
       expect(readdirSync(join(vault, '.git/objects/pack')).sort()).toEqual(packs);
       rmSync(p);
     }
+    expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: true });
+  });
+
+  it('never runs while the lock of a linked index is held: git locks the link\'s target [GIT-19]', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    await checkpoints(vault, 7);
+    // The user keeps the index elsewhere through a link; their git command locks `<target>.lock`.
+    const elsewhere = join(sb.dir, 'index-elsewhere');
+    mkdirSync(elsewhere);
+    renameSync(join(vault, '.git/index'), join(elsewhere, 'index'));
+    symlinkSync(join(elsewhere, 'index'), join(vault, '.git/index'));
+    writeFileSync(join(elsewhere, 'index.lock'), '');
+    const packs = readdirSync(join(vault, '.git/objects/pack')).sort();
+    expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: false, why: 'busy', busyWith: join(elsewhere, 'index.lock') });
+    expect(readdirSync(join(vault, '.git/objects/pack')).sort()).toEqual(packs);
+    rmSync(join(elsewhere, 'index.lock'));
     expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: true });
   });
 

@@ -12,10 +12,11 @@
  * `maintainRepository` (file counts, the repack).
  */
 import { lstat, readdir, realpath } from 'node:fs/promises';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { classifyGitFailure, type GitRunner } from './runner.js';
 import { importerPacks, retireImporter } from './import-session.js';
 import { vaultEnv } from './inspect.js';
+import { indexFiles } from './index-lock.js';
 import type { PendingCode } from './types.js';
 
 export interface MaintenancePolicy {
@@ -88,7 +89,9 @@ export async function maintainRepository(
   // ended before the repack, and its packs lose their `.keep`.
   const before = { ...onDisk, packs: onDisk.packs + importerPacks(runner, vault) };
   if (!planMaintenance(before, policy)) return { ran: false, why: 'healthy', counts: before };
-  const busy = await firstPresent(gitDir, [...BUSY_SIGNS, ...(await refLocks(gitDir))]);
+  // A linked `.git/index` is locked at its target (index-lock.ts): that lock is a user's command too.
+  const { lock: indexLock } = await indexFiles(gitDir);
+  const busy = await firstPresent(gitDir, [...BUSY_SIGNS, indexLock, ...(await refLocks(gitDir))]);
   if (busy) return { ran: false, why: 'busy', counts: before, busyWith: busy };
   const t0 = performance.now();
   // Packs a running fast-import closed carry `.keep` until it exits; a
@@ -120,10 +123,11 @@ async function refLocks(gitDir: string): Promise<string[]> {
   return out;
 }
 
+/** The first of `names` (inside `gitDir`, or absolute) that exists. */
 async function firstPresent(gitDir: string, names: string[]): Promise<string | undefined> {
   for (const n of names) {
     try {
-      await lstat(join(gitDir, n));
+      await lstat(isAbsolute(n) ? n : join(gitDir, n));
       return n;
     } catch {
       /* absent */
