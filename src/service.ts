@@ -26,7 +26,8 @@ import { lookupRecord } from './read/lookup.js';
 import { searchRecords } from './read/search.js';
 import { listRecords } from './read/inventory.js';
 import { findFormerRecord, readRecordView, requireVisible } from './read/record.js';
-import { diffVersions, readHistory } from './read/history.js';
+import { diffVersions, mergeHistories, readHistory } from './read/history.js';
+import { claimantsPhrase, duplicateClaimants } from './read/duplicates.js';
 import { subjectForReader } from './scan/plan.js';
 import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
 import { checkStartRequest } from './attach/request.js';
@@ -356,7 +357,12 @@ export class KnowledgeService {
     try {
       return readRecordView(this.store.db, this.store.paths.vault, scope, key);
     } catch (err) {
-      const former = isKnowledgeError(err) && err.code === 'E_NOT_FOUND' ? findFormerRecord(this.store.db, scope, key) : undefined;
+      if (!isKnowledgeError(err) || err.code !== 'E_NOT_FOUND') throw err;
+      const claimants = duplicateClaimants(this.store.db, scope, key);
+      if (claimants) {
+        throw new KnowledgeError('E_NOT_FOUND', `no record ${key}: its id is claimed by more than one file (${claimantsPhrase(claimants.shown, claimants.hidden)}); see the scan diagnostics [REC-3]`);
+      }
+      const former = findFormerRecord(this.store.db, scope, key);
       if (!former) throw err;
       const what = former.why === 'deleted' ? 'its file was deleted' : `its file ${former.path} no longer reads as a record (see the scan's diagnostics)`;
       throw new KnowledgeError('E_NOT_FOUND', `no record ${key}: ${what}; its history still lists every committed version [READ-2]`);
@@ -367,20 +373,25 @@ export class KnowledgeService {
   async recordHistory(caller: Caller, id: string): Promise<RecordHistory> {
     const scope = this.readScope(caller);
     const key = parseLookupKey(id);
-    let rec: { id: string; path: string };
+    let recs: Array<{ id: string; path: string }>;
     try {
-      rec = requireVisible(this.store.db, scope, key);
+      recs = [requireVisible(this.store.db, scope, key)];
     } catch (err) {
+      if (!isKnowledgeError(err) || err.code !== 'E_NOT_FOUND') throw err;
+      // An id two files claim is no record [REC-3], but each file's versions are there to read while the user decides.
+      const claimants = duplicateClaimants(this.store.db, scope, key);
       // A record whose file was deleted, or broken by hand: its committed versions can still be read (and recovered) [READ-2].
-      const former = isKnowledgeError(err) && err.code === 'E_NOT_FOUND' ? findFormerRecord(this.store.db, scope, key) : undefined;
-      if (!former) throw err;
-      rec = former;
+      const former = claimants ? undefined : findFormerRecord(this.store.db, scope, key);
+      if (claimants) recs = claimants.shown.map((path) => ({ id: key, path }));
+      else if (former) recs = [former];
+      else throw err;
     }
     const mayRead = (path: string) => {
       const p = partitionOfPath(path);
       return p !== null && canAccessPartition(caller, p);
     };
-    const history = await readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead);
+    const histories = await Promise.all(recs.map((rec) => readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead)));
+    const history = histories.length === 1 ? histories[0]! : mergeHistories(histories);
     if (caller.kind === 'operator') return history;
     const mayReadPartition = (p: string) => canAccessPartition(caller, p);
     for (const v of history.versions) if (v.scanId) v.subject = subjectForReader(v.subject, mayReadPartition);

@@ -795,8 +795,31 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     // Not "its file was deleted": the broken file still holds its id, and its history is there to recover it.
     expect(() => s.readRecord(OP, 'rec-bad')).toThrow(/^no record rec-bad: its file \S+ no longer reads as a record/);
     expect((await s.recordHistory(OP, 'rec-bad')).versions.length).toBeGreaterThan(0);
-    expect(() => s.readRecord(OP, 'rec-dup')).toThrow(/^no record rec-dup$/);
-    expect(await asyncErrorCode(() => s.recordHistory(OP, 'rec-dup'))).toBe('E_NOT_FOUND');
+    // Claimed twice, it is no record [REC-3]; show names both files, and history lists the versions of each.
+    expect(() => s.readRecord(OP, 'rec-dup')).toThrow(`no record rec-dup: its id is claimed by more than one file (${copy}, ${dup}); see the scan diagnostics [REC-3]`);
+    const h = await s.recordHistory(OP, 'rec-dup');
+    expect(new Set(h.versions.map((v) => v.path))).toEqual(new Set([dup, copy]));
+    expect(h.versions.map((v) => v.date)).toEqual(h.versions.map((v) => v.date).sort().reverse());
+    expect(new Set(h.versions.map((v) => `${v.commit} ${v.path}`)).size).toBe(h.versions.length);
+    // A version of one file can be diffed against one of the other (the same bytes here: a copy).
+    const ofCopy = h.versions.find((v) => v.path === copy)!;
+    const ofDup = h.versions.find((v) => v.path === dup)!;
+    expect(await s.recordDiff(OP, 'rec-dup', ofCopy.commit, ofDup.commit)).toMatchObject({ from: ofCopy.commit, to: ofDup.commit, path: dup, patch: '' });
+  });
+
+  it('an id claimed in two partitions: an agent reads the history of its own file only, and is told of the other only as a file it cannot read [REC-3, SURF-3]', async () => {
+    const mine = publish([{ id: 'rec-two', title: 'Mine', body: 'A wrote this' }], ['--partition', 'conversation:A', '--actor', 'agent']).records[0]!.path;
+    const theirs = publish([{ id: 'rec-b-only', title: 'Theirs', body: 'B' }], ['--partition', 'conversation:B', '--actor', 'agent']).records[0]!.path;
+    const copy = join(dirname(theirs), 'copied.md');
+    writeFileSync(join(vault, copy), readFileSync(join(vault, mine)));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const s = reader();
+    expect(() => s.readRecord(agentA, 'rec-two')).toThrow(`no record rec-two: its id is claimed by more than one file (${mine}, a file you cannot read); see the scan diagnostics [REC-3]`);
+    expect((await s.recordHistory(agentA, 'rec-two')).versions.map((v) => v.path)).toEqual([mine]);
+    expect(new Set((await s.recordHistory(OP, 'rec-two')).versions.map((v) => v.path))).toEqual(new Set([mine, copy]));
+    // An agent that can read neither file learns nothing.
+    expect(() => s.readRecord(agentNoSession, 'rec-two')).toThrow(/^no record rec-two$/);
+    expect(await asyncErrorCode(() => s.recordHistory(agentNoSession, 'rec-two'))).toBe('E_NOT_FOUND');
   });
 
   it('is empty, not an error, before the repository exists; queued versions are counted', async () => {

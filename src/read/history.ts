@@ -300,3 +300,22 @@ export async function diffVersions(
   }
   return { id: history.id, from: a.commit, to: b.commit, path: b.path, patch: r.stdout.toString('utf8') };
 }
+
+/**
+ * The histories of the files that claim one id [REC-3] as one: every version
+ * of each, newest first by date (a version in two of them — one commit that
+ * changed both files — is listed once per file). `path` is the first file's.
+ */
+export function mergeHistories(histories: readonly RecordHistory[]): RecordHistory {
+  const seen = new Set<string>();
+  const versions = histories
+    .flatMap((h) => h.versions)
+    .filter((v) => {
+      const key = `${v.commit}\0${v.path}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    })
+    .sort((a, b) => (a.date < b.date ? 1 : a.date > b.date ? -1 : 0));
+  return { ...histories[0]!, versions, queued: histories.reduce((n, h) => n + h.queued, 0) };
+}

@@ -29,6 +29,7 @@ import { gitlinksUnder, skipWorktreePaths } from '../git/index-sync.js';
 import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 import { newId } from '../request-id.js';
+import { claimantsPhrase } from '../read/duplicates.js';
 
 export interface ScanOptions {
   /** One partition id; all the caller may scan when omitted. */
@@ -362,7 +363,7 @@ export function diagnosticsFor(store: Store, partitions: readonly string[], walk
       const others = claimants.all(d.id, d.path) as Array<{ path: string; partition: string }>;
       const shown = others.filter((o) => canAccessPartition(caller, o.partition)).map((o) => o.path);
       const hidden = others.length - shown.length;
-      const by = [...shown, ...(hidden > 0 ? [hidden === 1 ? 'a file you cannot read' : `${hidden} files you cannot read`] : [])].join(', ') || 'another file';
+      const by = claimantsPhrase(shown, hidden) || 'another file';
       out.push({ path: d.path, code: 'duplicate-id', reason: `record id ${d.id} is also claimed by ${by}; lookup returns no record for it` });
     }
   }
