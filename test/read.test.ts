@@ -102,6 +102,22 @@ describe('[READ-1] exact lookup: id, then title, then alias', () => {
     expect(s.lookup(OP, 'Green')).toEqual({ status: 'missing' });
   });
 
+  it('folds case in scripts whose case SQLite\'s unicode61 does not know: Cherokee, Georgian Mtavruli, Adlam', () => {
+    publish([
+      { id: 'rec-chr', title: 'ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ' },
+      { id: 'rec-geo', title: 'ᲥᲐᲠᲗᲣᲚᲘ ᲔᲜᲐ', extra: 'aliases: [ᎠᏂᏴᏫᏯ]' },
+      { id: 'rec-adl', title: '𞤀𞤣𞤤𞤢𞤥 𞤆𞤵𞤤𞤢𞤪' },
+    ]);
+    const s = reader();
+    expect(s.lookup(OP, 'ꮳꮃꭹ ꭶꮼꮒꭿꮝꮧ')).toMatchObject({ status: 'found', record: { id: 'rec-chr' } }); // lowercase of the title
+    expect(s.lookup(OP, 'ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ')).toMatchObject({ status: 'found', record: { id: 'rec-chr' } });
+    expect(s.lookup(OP, 'ქართული ენა')).toMatchObject({ status: 'found', record: { id: 'rec-geo' } }); // Mkhedruli of the Mtavruli title
+    expect(s.lookup(OP, 'ꭰꮒᏼꮻꮿ')).toMatchObject({ status: 'found', record: { id: 'rec-geo' } }); // an alias, in lowercase
+    expect(s.lookup(OP, '𞤢𞤣𞤤𞤢𞤥 𞤨𞤵𞤤𞤢𞤪')).toMatchObject({ status: 'found', record: { id: 'rec-adl' } }); // all lowercase of a title-case title
+    expect(s.lookup(OP, '𞤀𞤁𞤂𞤀𞤃 𞤆𞤓𞤂𞤀𞤈')).toMatchObject({ status: 'found', record: { id: 'rec-adl' } }); // all uppercase
+    expect(s.lookup(OP, 'ꮳꮃꭹ')).toEqual({ status: 'missing' }); // a word of the title is not the title
+  });
+
   it('reports two records with the same title as ambiguous, with both candidates', () => {
     publish([{ id: 'rec-m1', title: 'Meeting notes' }, { id: 'rec-m2', title: 'meeting NOTES' }, { id: 'rec-m3', title: 'Meeting notes, part 2' }]);
     const r = reader().lookup(OP, 'Meeting Notes');

@@ -4,7 +4,9 @@
  * candidates (its tokenizer folds case and diacritics, a superset of the
  * comparison) and the exact comparison is made here. Records outside the
  * caller's partitions are never candidates, so they read as `missing`.
- * Duplicate ids a scan found [REC-3] are never returned.
+ * Duplicate ids a scan found [REC-3] are never returned. Candidates are
+ * searched in a few cases of the key (query.ts caseVariants), for scripts
+ * whose case the tokenizer does not fold.
  */
 import type { DB } from '../store/db.js';
 import type { PartitionId } from '../store/layout.js';
@@ -58,3 +60,4 @@ function candidates(db: DB, scope: ReturnType<typeof partitionClause>, column: '
   ).all(...w.params) as SummaryRow[];
   return rows.map(toSummary);
 }
+

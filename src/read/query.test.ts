@@ -5,6 +5,8 @@ import { KnowledgeError } from '../errors.js';
 import {
   MAX_KEY_LENGTH,
   MAX_QUERY_LENGTH,
+  UNFOLDED_CASE,
+  caseVariants,
   columnPhrase,
   facetTerms,
   facetToken,
@@ -102,6 +104,63 @@ describe('[READ-1] user text becomes FTS5 strings, never syntax', () => {
     expect(ids('secret OR nothing')).toEqual([]);
     // Facet tokens are not searchable text.
     expect(ids(facetToken('p', 'private'))).toEqual([]);
+    db.close();
+  });
+});
+
+describe('case the tokenizer does not fold', () => {
+  const TOKENIZER = "tokenize = 'unicode61 remove_diacritics 2'";
+
+  it('UNFOLDED_CASE holds exactly the cased letters unicode61 does not fold, and their other case (measured on the bundled SQLite)', () => {
+    const db = new Database(':memory:');
+    db.exec(`CREATE VIRTUAL TABLE t USING fts5(x, ${TOKENIZER})`);
+    const put = db.prepare('INSERT INTO t(rowid, x) VALUES (1, ?)');
+    const found = db.prepare('SELECT 1 FROM t WHERE t MATCH ?');
+    const unfolded = new Set<number>();
+    const cased: number[] = [];
+    for (let cp = 0x41; cp <= 0x1ffff; cp++) {
+      if (cp >= 0xd800 && cp < 0xe000) continue;
+      const c = String.fromCodePoint(cp);
+      const lower = c.toLowerCase();
+      if (lower === c || [...lower].length !== 1) continue;
+      cased.push(cp, lower.codePointAt(0)!);
+      db.exec('DELETE FROM t');
+      put.run(`x${c}x`);
+      if (found.get(ftsString(`x${lower}x`)) === undefined) unfolded.add(cp).add(lower.codePointAt(0)!);
+    }
+    db.close();
+    expect(unfolded.size).toBeGreaterThan(0);
+    const wrong = [...new Set(cased)].filter((cp) => UNFOLDED_CASE.test(String.fromCodePoint(cp)) !== unfolded.has(cp));
+    expect(wrong.map((cp) => `U+${cp.toString(16).toUpperCase()}`)).toEqual([]);
+  });
+
+  it('other text is asked as written; such text also lower, upper and in title case', () => {
+    expect(caseVariants('Café Crème')).toEqual(['Café Crème']);
+    expect(caseVariants('ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ')).toEqual(['ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ', 'ꮳꮃꭹ ꭶꮼꮒꭿꮝꮧ', 'Ꮳꮃꭹ Ꭶꮼꮒꭿꮝꮧ']);
+    expect(columnPhrase('title', 'ქართული', true)).toBe('(title : ^"ქართული" OR title : ^"ᲥᲐᲠᲗᲣᲚᲘ" OR title : ^"Ქართული")');
+    expect(matchExpression('ქართული ena', 'all')).toBe('{title aliases body} : (("ქართული" OR "ᲥᲐᲠᲗᲣᲚᲘ" OR "Ქართული") AND "ena")');
+  });
+
+  it('a search finds such words in any case; no expression is an FTS5 syntax error (property)', () => {
+    const db = new Database(':memory:');
+    db.exec(`CREATE VIRTUAL TABLE t USING fts5(title, aliases, body, ${TOKENIZER})`);
+    db.prepare('INSERT INTO t(rowid, title, aliases, body) VALUES (1, ?, ?, ?)').run('ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ', '', '𞤀𞤣𞤤𞤢𞤥 text');
+    const ids = (expr: string | null) => (db.prepare('SELECT rowid FROM t WHERE t MATCH ?').all(expr) as Array<{ rowid: number }>).map((r) => r.rowid);
+    expect(ids(matchExpression('ꮳꮃꭹ', 'all'))).toEqual([1]);
+    expect(ids(matchExpression('ꮳꮃꭹ ꭶꮼꮒꭿꮝꮧ', 'phrase'))).toEqual([1]);
+    expect(ids(matchExpression('𞤢𞤣𞤤𞤢𞤥 TEXT', 'all'))).toEqual([1]);
+    expect(ids(columnPhrase('title', 'ꮳꮃꭹ ꭶꮼꮒꭿꮝꮧ', true))).toEqual([1]);
+    const letters = [...'ᏣᎳᎩꮳꮃꭹქართულიᲥᲐᲠ𞤀𞤣a "*^()-:'];
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...letters), { maxLength: 30 }), fc.constantFrom('all', 'any', 'phrase'), (chars, mode) => {
+        const q = chars.join('');
+        const m = matchExpression(q, mode as 'all' | 'any' | 'phrase');
+        if (m !== null) ids(m);
+        const p = columnPhrase('title', q, true);
+        if (p !== null) ids(p);
+      }),
+      { numRuns: 300 },
+    );
     db.close();
   });
 });

@@ -54,6 +54,34 @@ export function queryWords(query: string): string[] {
     .filter((w) => WORDLIKE.test(w));
 }
 
+/**
+ * Letters whose case FTS5's unicode61 tokenizer does not fold (its Unicode
+ * tables predate them: the lower case of Cherokee, Georgian Mtavruli, Adlam,
+ * Osage, newer Latin letters), each with its other case. Measured against the
+ * bundled SQLite; query.test.ts measures again and fails when this differs.
+ */
+export const UNFOLDED_CASE = /[\u{19B}\u{25C}\u{261}\u{264}\u{26A}\u{26C}\u{282}\u{287}\u{29D}-\u{29E}\u{37F}\u{3F3}\u{528}-\u{52F}\u{10D0}-\u{10FA}\u{10FD}-\u{10FF}\u{13A0}-\u{13F5}\u{13F8}-\u{13FD}\u{1C89}-\u{1C8A}\u{1C90}-\u{1CBA}\u{1CBD}-\u{1CBF}\u{1D8E}\u{2C2F}\u{2C5F}\u{A698}-\u{A69B}\u{A794}\u{A796}-\u{A79F}\u{A7AB}-\u{A7AE}\u{A7B0}-\u{A7DC}\u{A7F5}-\u{A7F6}\u{AB53}\u{AB70}-\u{ABBF}\u{104B0}-\u{104D3}\u{104D8}-\u{104FB}\u{10570}-\u{1057A}\u{1057C}-\u{1058A}\u{1058C}-\u{10592}\u{10594}-\u{10595}\u{10597}-\u{105A1}\u{105A3}-\u{105B1}\u{105B3}-\u{105B9}\u{105BB}-\u{105BC}\u{10C80}-\u{10CB2}\u{10CC0}-\u{10CF2}\u{10D50}-\u{10D65}\u{10D70}-\u{10D85}\u{118A0}-\u{118DF}\u{16E40}-\u{16E7F}\u{16EA0}-\u{16EB8}\u{16EBB}-\u{16ED3}\u{1E900}-\u{1E943}]/u;
+
+/**
+ * Text in the cases FTS5 must be asked for it to be found in any case: as
+ * written, lower, upper, and each word's first letter upper (a title-case
+ * title). Only text with letters of UNFOLDED_CASE; any other text is folded
+ * by the tokenizer itself and is returned alone. Callers that need the case
+ * to match exactly compare afterwards.
+ */
+export function caseVariants(text: string): string[] {
+  if (!UNFOLDED_CASE.test(text)) return [text];
+  const lower = text.toLowerCase();
+  const title = lower.replace(/(^|[^\p{L}\p{M}\p{N}])(\p{L})/gu, (_, before: string, letter: string) => before + letter.toUpperCase());
+  return [...new Set([text, lower, text.toUpperCase(), title])];
+}
+
+/** One FTS5 string for `text`, or its case variants OR-ed (caseVariants). */
+function ftsStringAnyCase(text: string): string {
+  const variants = caseVariants(text);
+  return variants.length === 1 ? ftsString(text) : `(${variants.map(ftsString).join(' OR ')})`;
+}
+
 /** The columns user words may match: never `facets`. */
 export const TEXT_COLUMNS = '{title aliases body}';
 
@@ -67,11 +95,11 @@ export function matchExpression(query: string, mode: SearchMode): string | null 
   if (words.length === 0) return null;
   switch (mode) {
     case 'all':
-      return `${TEXT_COLUMNS} : (${words.map(ftsString).join(' AND ')})`;
+      return `${TEXT_COLUMNS} : (${words.map(ftsStringAnyCase).join(' AND ')})`;
     case 'any':
-      return `${TEXT_COLUMNS} : (${words.map(ftsString).join(' OR ')})`;
+      return `${TEXT_COLUMNS} : (${words.map(ftsStringAnyCase).join(' OR ')})`;
     case 'phrase':
-      return `${TEXT_COLUMNS} : (${ftsString(words.join(' '))})`;
+      return `${TEXT_COLUMNS} : (${ftsStringAnyCase(words.join(' '))})`;
   }
 }
 
@@ -102,13 +130,15 @@ export function facetTerms(f: { readable: 'all' | readonly string[]; partition?:
 
 /**
  * Candidates for an exact title, alias or wiki link: the text as one phrase
- * within a column; `anchored` also requires it to start the column (FTS5 `^`).
+ * within a column (in each of its caseVariants); `anchored` also requires it
+ * to start the column (FTS5 `^`).
  * Null when the text has no searchable word.
  */
 export function columnPhrase(column: 'title' | 'aliases' | 'body', text: string, anchored = false): string | null {
   const words = queryWords(text);
   if (words.length === 0) return null;
-  return `${column} : ${anchored ? '^' : ''}${ftsString(words.join(' '))}`;
+  const phrases = caseVariants(words.join(' ')).map((p) => `${column} : ${anchored ? '^' : ''}${ftsString(p)}`);
+  return phrases.length === 1 ? phrases[0]! : `(${phrases.join(' OR ')})`;
 }
 
 /** How lookup compares titles and aliases: NFC, locale-independent lowercase [READ-1]. */
