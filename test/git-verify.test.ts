@@ -57,7 +57,8 @@ describe('knowledge verify', () => {
     const v = verify();
     expect(v.code).toBe(1);
     expect(codes(v)).toContain('commit-missing');
-    expect(v.stderr).toMatch(/^verify: \d+ problem/);
+    // Exit 1 with one line that starts with a stable code (Appendix A): the store and its repository disagree.
+    expect(v.stderr).toMatch(/^E_CONFLICT: verify found \d+ problems? in \S+: (\S+, )*commit-missing\b.*\n$/);
   });
 
   it('not-on-branch: the branch was reset below a recorded commit', () => {
@@ -135,10 +136,12 @@ describe('knowledge verify', () => {
     const noGit = verify({ PATH: '/nonexistent-bin' });
     expect(noGit.code).toBe(1);
     expect(codes(noGit)).toEqual(['git-unavailable']);
+    expect(noGit.stderr).toMatch(/^E_UNAVAILABLE: verify found 1 problem in \S+: git-unavailable\n$/);
     rmSync(join(vault, '.git'), { recursive: true, force: true });
     const gone = verify();
     expect(gone.code).toBe(1);
     expect(codes(gone)).toEqual(['repository-missing']);
+    expect(gone.stderr).toMatch(/^E_CONFLICT: verify found 1 problem in \S+: repository-missing\n$/);
   });
 
   it('waiting batches alone are not a problem (git was missing)', () => {

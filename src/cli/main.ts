@@ -115,6 +115,18 @@ function renderVerify(r: VerifyReport): string {
   return lines.join('\n') + '\n';
 }
 
+/**
+ * verify's one line on stderr when it exits 1, starting with a stable code as
+ * every rejection does (Appendix A): E_UNAVAILABLE when Git could not be run to
+ * check, E_CONFLICT when the store and its repository disagree.
+ */
+function verifyFailureLine(r: VerifyReport): string {
+  const codes = [...new Set(r.problems.map((p) => p.code))];
+  const code = codes.length === 1 && codes[0] === 'git-unavailable' ? 'E_UNAVAILABLE' : 'E_CONFLICT';
+  const n = r.problems.length;
+  return `${code}: verify found ${n} problem${n === 1 ? '' : 's'} in ${r.store}: ${codes.join(', ')}`;
+}
+
 function renderAttachment(r: AttachmentReceipt): string {
   const why = r.inHistory ? 'exact copy in history' : `kept out of history (${r.size >= 100 * 1024 * 1024 ? '100 MiB or more' : 'media'})`;
   return [
@@ -303,7 +315,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length !== 0) throw new UsageError('verify takes no arguments');
         const report = await withService(dir, false, 'knowledge verify', env, (s) => s.verify());
         emit(Boolean(values.json), report, renderVerify(report));
-        if (!report.ok) out.stderr(`verify: ${report.problems.length} problem(s) in ${report.store}\n`);
+        if (!report.ok) out.stderr(`${verifyFailureLine(report)}\n`);
         return report.ok ? 0 : 1;
       }
       case 'activity': {
