@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
@@ -39,6 +39,99 @@ describe('[LAY-1] init creates the store layout', () => {
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout).created).toBe(false);
     expect(readFileSync(join(sb.dir, 'st/vault/vault.json'), 'utf8')).toBe(a);
+  });
+});
+
+describe('[LAY-1] init and the command line refuse bad arguments with a stable code, writing nothing', () => {
+  const entries = () => readdirSync(sb.dir).sort();
+
+  it('an empty argument or option value (an unset shell variable) is a usage error, never the current directory', () => {
+    const before = entries();
+    for (const args of [['init', ''], ['init', '', '--json'], ['scan', '--store', ''], ['attach', '--store', 'st', '--root', '', 'f'], ['attach', '--store', 'st', '--media-type=', 'f']]) {
+      const r = cli(sb, args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr, args.join(' ')).toMatch(/^E_USAGE: (an argument is empty|--\S+ needs a value)/);
+    }
+    expect(entries()).toEqual(before);
+    expect(existsSync(join(sb.home, '.knowledge', 'registry.json'))).toBe(false);
+  });
+
+  it('no command at all is a usage error on stderr, as every other', () => {
+    const r = cli(sb, []);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^E_USAGE: a command is needed\nusage:/);
+  });
+
+  it('an argument that is not UTF-8 is refused, not replaced by U+FFFD (which would name another path)', () => {
+    const before = entries();
+    const r = spawnSync('/bin/sh', ['-c', `exec "${process.execPath}" "${cliPath}" init "$(printf 'st-\\376')" --json`], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/^E_USAGE: argument 2 is not valid UTF-8/);
+    expect(r.stdout).toBe('');
+    expect(entries()).toEqual(before);
+    // U+FFFD itself, given as UTF-8, is an ordinary character.
+    expect(cli(sb, ['init', 'st-\uFFFD']).code).toBe(0);
+  });
+
+  it('a path that cannot be a store, or a vault that is a file or a link, is E_VALIDATION, with nothing created or registered', () => {
+    writeFileSync(join(sb.dir, 'afile'), 'x');
+    const under = cli(sb, ['init', 'afile/sub']);
+    expect(under.code).toBe(1);
+    expect(under.stderr).toMatch(/^E_VALIDATION: cannot create the store \S+afile\/sub: ENOTDIR/);
+    mkdirSync(join(sb.dir, 'vf'));
+    writeFileSync(join(sb.dir, 'vf', 'vault'), 'x');
+    expect(cli(sb, ['init', 'vf']).stderr).toMatch(/^E_VALIDATION: \S+vf\/vault is not a directory$/m);
+    for (const target of ['empty-dir', 'full-dir', 'nowhere']) {
+      mkdirSync(join(sb.dir, `vl-${target}`));
+      if (target !== 'nowhere') mkdirSync(join(sb.dir, target));
+      if (target === 'full-dir') writeFileSync(join(sb.dir, target, 'note.md'), 'x');
+      symlinkSync(join(sb.dir, target), join(sb.dir, `vl-${target}`, 'vault'));
+      const r = cli(sb, ['init', `vl-${target}`]);
+      expect(r.code, target).toBe(1);
+      expect(r.stderr, target).toMatch(/^E_VALIDATION: \S+\/vault is a symbolic link; a vault must be a folder of its own/);
+      expect(readdirSync(join(sb.dir, `vl-${target}`)), target).toEqual(['vault']);
+    }
+    expect(readdirSync(join(sb.dir, 'empty-dir'))).toEqual([]);
+    expect(existsSync(join(sb.home, '.knowledge', 'registry.json'))).toBe(false);
+  });
+
+  it('a KNOWLEDGE_HOME that cannot hold the registry is refused before the store is created', () => {
+    writeFileSync(join(sb.dir, 'home-file'), 'x');
+    const r = cli(sb, ['init', 'st'], { env: { KNOWLEDGE_HOME: join(sb.dir, 'home-file') } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: cannot keep the registry in \S+home-file \(KNOWLEDGE_HOME\): it is not a directory/);
+    expect(existsSync(join(sb.dir, 'st'))).toBe(false);
+  });
+
+  it('init of a store whose state.sqlite is damaged says so instead of "exists"', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    for (const f of ['state.sqlite', 'state.sqlite-wal', 'state.sqlite-shm']) rmSync(join(sb.dir, 'st', f), { force: true });
+    mkdirSync(join(sb.dir, 'st', 'state.sqlite'));
+    const r = cli(sb, ['init', 'st', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: store \S+ is damaged: its state.sqlite cannot be opened/);
+  });
+
+  it('a malformed number in the environment is named (E_VALIDATION), not taken for Git being unavailable', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const r = cli(sb, ['publish', '--store', 'st', 'a.md', '--json'], { env: { KNOWLEDGE_GIT_TIMEOUT_MS: '30s' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_VALIDATION: KNOWLEDGE_GIT_TIMEOUT_MS must be a whole number above 0, got "30s"/);
+    expect(JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout).records).toEqual([]);
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md'], { env: { KNOWLEDGE_GIT_TIMEOUT_MS: '30000' } }).code).toBe(0);
+  });
+
+  it('a record on standard input is read only up to its limit: more is E_TOO_LARGE', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const big = cli(sb, ['publish', '--store', 'st', '-'], { input: page + 'x'.repeat(1024 * 1024) });
+    expect(big.code).toBe(1);
+    expect(big.stderr).toMatch(/^E_TOO_LARGE: record: standard input is more than 1048576 bytes/);
+    const ok = cli(sb, ['publish', '--store', 'st', '-', '--json'], { input: page });
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).records).toHaveLength(1);
   });
 });
 

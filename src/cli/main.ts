@@ -63,7 +63,11 @@ function parse(args: string[], options: ParseArgsConfig['options']): { values: V
   // An option that takes one value, given twice, is a mistake: parseArgs would keep the last silently.
   const seen = new Set<string>();
   for (const t of parsed.tokens) {
-    if (t.kind !== 'option' || all[t.name]?.type !== 'string' || all[t.name]?.multiple) continue;
+    if (t.kind === 'positional' && t.value === '') throw new UsageError('an argument is empty (an unset shell variable?)');
+    if (t.kind !== 'option' || all[t.name]?.type !== 'string') continue;
+    // An empty value would mean the default (the current directory, for a path): refused, never guessed.
+    if (t.value === '') throw new UsageError(`--${t.name} needs a value; it was given an empty one`);
+    if (all[t.name]?.multiple) continue;
     if (seen.has(t.name)) throw new UsageError(`--${t.name} may be given once`);
     seen.add(t.name);
   }
@@ -77,7 +81,15 @@ function storeDir(values: Record<string, unknown>, env: NodeJS.ProcessEnv): stri
 }
 
 export function gitOptionsFromEnv(env: NodeJS.ProcessEnv) {
-  return { gitPath: env.KNOWLEDGE_GIT || undefined, pathEnv: env.PATH, timeoutMs: env.KNOWLEDGE_GIT_TIMEOUT_MS ? Number(env.KNOWLEDGE_GIT_TIMEOUT_MS) : undefined };
+  return { gitPath: env.KNOWLEDGE_GIT || undefined, pathEnv: env.PATH, timeoutMs: positiveIntegerFromEnv(env, 'KNOWLEDGE_GIT_TIMEOUT_MS') };
+}
+
+/** A setting given in the environment as a whole number above 0; unset or empty: the default. Anything else is named, not guessed. */
+function positiveIntegerFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const v = env[name];
+  if (v === undefined || v === '') return undefined;
+  if (!/^\d{1,15}$/.test(v) || Number(v) === 0) throw new KnowledgeError('E_VALIDATION', `${name} must be a whole number above 0, got ${JSON.stringify(v)}`);
+  return Number(v);
 }
 
 export async function openService(dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv): Promise<KnowledgeService> {
@@ -254,7 +266,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
             requestId: values['request-id'] as string | undefined,
             attribution: values.attribution as string | undefined,
             mediaType: values['media-type'] as string | undefined,
-            commitBytes: env.KNOWLEDGE_ATTACH_COMMIT_BYTES ? Number(env.KNOWLEDGE_ATTACH_COMMIT_BYTES) : undefined,
+            commitBytes: positiveIntegerFromEnv(env, 'KNOWLEDGE_ATTACH_COMMIT_BYTES'),
           }),
         );
         if (result.resumedFrom > 0 && result.sentBytes > 0) out.stderr(`resumed the upload at byte ${result.resumedFrom} of ${result.receipt.size}\n`);
@@ -438,11 +450,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return await runDemo(rest, env, out);
       }
       case undefined:
+        throw new UsageError('a command is needed');
       case 'help':
       case '--help':
       case '-h':
         out.stdout(USAGE + '\n');
-        return command === undefined ? 2 : 0;
+        return 0;
       default:
         throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     }
@@ -490,20 +503,38 @@ export function readRegularFile(p: string, maxBytes: number, what = 'this file')
   // since its stat is read as it is now, or refused when it grew too large.
   const fd = openSync(real, 'r');
   try {
-    const chunks: Buffer[] = [];
-    let got = 0;
-    for (let want = Math.min(size, maxBytes) + 1; want > 0; want = Math.min(1 << 20, maxBytes + 1 - got)) {
-      const buf = Buffer.allocUnsafe(want);
-      const n = readSync(fd, buf, 0, want, null);
-      if (n === 0) break;
-      chunks.push(buf.subarray(0, n));
-      got += n;
-    }
-    if (got > maxBytes) throw tooLarge(`more than ${maxBytes}`);
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, got);
+    const bytes = readAtMost(fd, maxBytes, Math.min(size, maxBytes) + 1);
+    if (bytes.length > maxBytes) throw tooLarge(`more than ${maxBytes}`);
+    return bytes;
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Read `fd` to its end, but never more than `maxBytes` + 1 bytes (more than
+ * the limit: the caller refuses it, having held at most that much). `first`
+ * is the first read's size. A pipe whose writer set it non-blocking answers
+ * EAGAIN while it is empty: waited for, not taken for an error.
+ */
+function readAtMost(fd: number, maxBytes: number, first: number): Buffer {
+  const chunks: Buffer[] = [];
+  let got = 0;
+  for (let want = Math.min(first, maxBytes + 1); want > 0; want = Math.min(1 << 20, maxBytes + 1 - got)) {
+    const buf = Buffer.allocUnsafe(want);
+    let n: number;
+    try {
+      n = readSync(fd, buf, 0, want, null);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+      continue;
+    }
+    if (n === 0) break;
+    chunks.push(buf.subarray(0, n));
+    got += n;
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, got);
 }
 
 /** Where a path given on the command line leads, and its size: a regular file's only. */
@@ -529,7 +560,11 @@ function decodeUtf8(bytes: Buffer, name: string): string {
 }
 
 function readInput(p: string, what: string): Buffer {
-  if (p === '-') return readFileSync(0);
+  if (p === '-') {
+    const bytes = readAtMost(0, LIMITS.recordBytes, 64 * 1024);
+    if (bytes.length > LIMITS.recordBytes) throw new KnowledgeError('E_TOO_LARGE', `${what}: standard input is more than ${LIMITS.recordBytes} bytes; a ${what} may be at most ${LIMITS.recordBytes} bytes`);
+    return bytes;
+  }
   try {
     return readRegularFile(p, LIMITS.recordBytes, `a ${what}`);
   } catch (err) {
@@ -553,7 +588,47 @@ function readInput(p: string, what: string): Buffer {
 export async function main(argv: string[]): Promise<number> {
   toleratesClosedOutput(process.stdout);
   toleratesClosedOutput(process.stderr);
+  const bad = argumentNotUtf8(argv);
+  if (bad !== null) {
+    process.stderr.write(`E_USAGE: argument ${bad + 1} is not valid UTF-8; Knowledge takes names and paths as UTF-8 text (Node would replace the bytes with U+FFFD and name another file)\n`);
+    return 2;
+  }
   return run(argv);
+}
+
+/**
+ * The index of the first argument whose bytes are not UTF-8, or null. Node
+ * decodes arguments with replacement characters, so a path given in another
+ * encoding would silently become another path; Linux keeps the bytes in
+ * /proc/self/cmdline (the last `argv.length` entries are ours). Elsewhere, or
+ * when that file does not line up with `argv`, nothing is checked.
+ */
+function argumentNotUtf8(argv: readonly string[]): number | null {
+  if (argv.length === 0 || !argv.some((a) => a.includes('\uFFFD'))) return null;
+  let raw: Buffer;
+  try {
+    raw = readFileSync('/proc/self/cmdline');
+  } catch {
+    return null;
+  }
+  const parts: Buffer[] = [];
+  for (let start = 0; start < raw.length; ) {
+    const end = raw.indexOf(0, start);
+    parts.push(raw.subarray(start, end < 0 ? raw.length : end));
+    start = end < 0 ? raw.length : end + 1;
+  }
+  const ours = parts.slice(-argv.length);
+  if (ours.length !== argv.length || ours.some((b, i) => b.toString('utf8') !== argv[i])) return null;
+  const strict = new TextDecoder('utf-8', { fatal: true });
+  const bad = ours.findIndex((b) => {
+    try {
+      strict.decode(b);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  return bad < 0 ? null : bad;
 }
 
 /**

@@ -3,7 +3,8 @@
  * store that lost its vault, manifest or database is E_UNAVAILABLE and is
  * never recreated empty [LAY-3].
  */
-import { existsSync, readFileSync, readdirSync, lstatSync } from 'node:fs';
+import { existsSync, readFileSync, lstatSync, type Stats } from 'node:fs';
+import Database from 'better-sqlite3';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
@@ -39,12 +40,14 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   const paths = storePaths(root);
   const registry = new Registry(knowledgeHome(opts.env));
   const known = registry.get(root);
-  const hasVault = existsSync(paths.vault);
+  const vaultStat = lstatOrNull(paths.vault);
+  const hasVault = vaultStat !== null;
   const hasManifest = existsSync(paths.manifest);
   const hasDb = existsSync(paths.database);
   if (hasManifest && hasDb) {
     // Already a store: init is idempotent, but never changes an existing vault id.
     const manifest = readManifest(paths);
+    requireDatabaseOpens(paths);
     // Registered here for the first time (another KNOWLEDGE_HOME made it): as the store was created, whatever this init asks.
     const settings = known ?? registry.putIfAbsent(root, { vaultId: manifest.vaultId, writesEnabled: createdWritable(paths) ?? !opts.readOnly, createdAt: manifest.createdAt });
     return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
@@ -64,27 +67,75 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
         (known && !hasManifest && !hasDb ? `; if you removed it on purpose, remove its entry from ${registry.file} first` : ''),
     );
   }
-  if (hasVault && readdirSync(paths.vault).length > 0) {
-    // Adopting an existing folder of Markdown is allowed: scans will baseline it.
-    if (!lstatSync(paths.vault).isDirectory()) throw new KnowledgeError('E_VALIDATION', `${paths.vault} is not a directory`);
+  // Adopting an existing folder of Markdown is allowed (scans will baseline it); anything else there is not.
+  if (vaultStat?.isSymbolicLink()) {
+    throw new KnowledgeError('E_VALIDATION', `${paths.vault} is a symbolic link; a vault must be a folder of its own (Knowledge never follows links out of it)`);
   }
-  const manifest: VaultManifest = { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: new Date().toISOString() };
-  mkdirDurable(paths.vault);
-  mkdirDurable(paths.staging);
-  // Keep our recovery files out of the user's `git status` without touching
-  // any git configuration: a .gitignore inside the folder ignores the folder.
-  atomicWrite(`${paths.history}/.gitignore`, '# Knowledge recovery files: never committed [GIT-13]\n*\n');
-  const db = openDatabase(paths.database, { create: true });
+  if (vaultStat && !vaultStat.isDirectory()) throw new KnowledgeError('E_VALIDATION', `${paths.vault} is not a directory`);
+  // Where the registry lives must hold it before anything is created, or a store would be left unregistered.
   try {
-    setMeta(db, 'vault_id', manifest.vaultId);
-    setMeta(db, 'created_at', manifest.createdAt);
-    setMeta(db, WRITES_ENABLED_META, opts.readOnly ? '0' : '1');
-  } finally {
-    db.close();
+    mkdirDurable(registry.home);
+  } catch (err) {
+    throw creationFailure(err, `cannot keep the registry in ${registry.home} (KNOWLEDGE_HOME)`);
   }
-  atomicWrite(paths.manifest, JSON.stringify(manifest, null, 2) + '\n');
-  registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
+  if (!isDirectory(registry.home)) throw new KnowledgeError('E_UNAVAILABLE', `cannot keep the registry in ${registry.home} (KNOWLEDGE_HOME): it is not a directory`);
+  const manifest: VaultManifest = { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: new Date().toISOString() };
+  try {
+    mkdirDurable(paths.vault);
+    mkdirDurable(paths.staging);
+    // Keep our recovery files out of the user's `git status` without touching
+    // any git configuration: a .gitignore inside the folder ignores the folder.
+    atomicWrite(`${paths.history}/.gitignore`, '# Knowledge recovery files: never committed [GIT-13]\n*\n');
+    const db = openDatabase(paths.database, { create: true });
+    try {
+      setMeta(db, 'vault_id', manifest.vaultId);
+      setMeta(db, 'created_at', manifest.createdAt);
+      setMeta(db, WRITES_ENABLED_META, opts.readOnly ? '0' : '1');
+    } finally {
+      db.close();
+    }
+    atomicWrite(paths.manifest, JSON.stringify(manifest, null, 2) + '\n');
+    registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
+  } catch (err) {
+    throw creationFailure(err, `cannot create the store ${root}`);
+  }
   return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, created: true };
+}
+
+function lstatOrNull(p: string): Stats | null {
+  try {
+    return lstatSync(p);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A file-system error while creating a store, as a coded error: a path that
+ * cannot be a folder (a file in the way, a loop, a name too long) is the
+ * caller's to fix (E_VALIDATION); anything else (permissions, a read-only or
+ * full disk) is E_IO. Our own errors pass as they are.
+ */
+function creationFailure(err: unknown, what: string): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (err instanceof KnowledgeError || typeof e?.code !== 'string' || !/^E[A-Z]+$/.test(e.code)) return err;
+  const caller = ['ENOTDIR', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EISDIR'].includes(e.code);
+  return new KnowledgeError(caller ? 'E_VALIDATION' : 'E_IO', `${what}: ${e.code}${e.path ? ` at ${e.path}` : ''} (${e.message.replace(/^[A-Z]+: /, '').split(',')[0]})`);
+}
+
+/** An existing store's database must open: init does not call a store whose state.sqlite is damaged or not a file healthy [LAY-3]. */
+function requireDatabaseOpens(paths: StorePaths): void {
+  try {
+    const db = new Database(paths.database, { fileMustExist: true });
+    try {
+      db.pragma('user_version', { simple: true });
+      db.prepare('SELECT 1 FROM meta LIMIT 1').get();
+    } finally {
+      db.close();
+    }
+  } catch (err) {
+    throw new KnowledgeError('E_UNAVAILABLE', `store ${dirname(paths.database)} is damaged: its state.sqlite cannot be opened (${(err as Error).message}) [LAY-3]`);
+  }
 }
 
 /**
