@@ -90,9 +90,11 @@ export class KnowledgeService {
    * recorded, the user's index is updated (Knowledge holds index.lock until
    * then) and the repository may be maintained. Publications never wait for
    * it; call this before `close()` so that work finishes with the store open.
+   * Resolves with warnings about that work (an index not updated yet, say):
+   * it never fails a request whose receipt is recorded [GIT-15].
    */
-  async settle(): Promise<void> {
-    await drainSettled(this.store);
+  async settle(): Promise<string[]> {
+    return drainSettled(this.store);
   }
 
   /**

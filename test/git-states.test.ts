@@ -426,9 +426,17 @@ describe('[GIT-10] an index update that fails after the branch moved keeps index
     writeFileSync(join(vault, 'notes/todo.txt'), 'mine\n');
     git('add', 'notes/todo.txt'); // the user's own staged work
     const flag = join(sb.dir, 'fail-index');
-    const p = publish({ KNOWLEDGE_GIT: failingIndexGit(flag) });
+    writeFileSync(join(sb.dir, 'held.md'), '---\nkind: page\ntitle: Held\n---\nbody\n');
+    const held = cli(sb, ['publish', '--store', 'st', '--json', 'held.md'], { env: { KNOWLEDGE_GIT: failingIndexGit(flag) } });
+    expect(held.code, held.stderr).toBe(0);
+    const p = JSON.parse(held.stdout) as Receipt;
     expect(p.git, JSON.stringify(p.git)).toMatchObject({ state: 'committed' }); // the branch moved
     expect(readFileSync(join(vault, '.git/index.lock'), 'utf8')).toMatch(/^knowledge-index-lock /); // still held
+    // Said where the user looks: a warning after the receipt, and verify (exit 1) until a later write makes the update.
+    expect(held.stderr).toMatch(/^warning: the index of the vault's repository was not updated yet \(\S+\): .*simulated failure.*; the next Knowledge write or scan finishes it/m);
+    const v = cli(sb, ['verify', '--store', 'st', '--json']);
+    expect(v.code).toBe(1);
+    expect(JSON.parse(v.stdout).problems).toEqual([expect.objectContaining({ code: 'index-not-updated', message: expect.stringMatching(/holds \.git\/index\.lock until its next write or scan/) })]);
     const mine = userGitRaw(sb, vault, ['commit', '-q', '-m', 'my todo']);
     expect(mine.status).not.toBe(0);
     expect(mine.stderr).toMatch(/index\.lock/);
@@ -440,6 +448,7 @@ describe('[GIT-10] an index update that fails after the branch moved keeps index
     const next = publish();
     expect(next.git.state).toBe('committed');
     expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+    expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
     expect(git('status', '--porcelain')).toBe('A  notes/todo.txt\n'); // the user's staged work, exactly
     git('commit', '-q', '-m', 'my todo');
     expect(tipPaths()).toEqual(expect.arrayContaining([p.records[0]!.path, next.records[0]!.path, 'notes/todo.txt']));
@@ -469,6 +478,33 @@ describe('[GIT-10] an index update that fails after the branch moved keeps index
     } finally {
       svc.close();
     }
+  });
+});
+
+describe('[GIT-15] a failure after the receipts were recorded (SQLite refusing to note the index update)', () => {
+  it('the command still answers with its receipt and exit 0, warning on stderr; the next write makes the update again', () => {
+    expect(publish().git.state).toBe('committed');
+    // What a full disk under state.sqlite does to the write after the index update, made deterministic.
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db.exec("CREATE TRIGGER refuse BEFORE UPDATE OF index_synced ON batches WHEN new.index_synced = 1 BEGIN SELECT RAISE(ABORT, 'simulated: database or disk is full'); END;");
+    db.close();
+    writeFileSync(join(sb.dir, 'late.md'), '---\nkind: page\ntitle: Late\n---\nbody\n');
+    const r = cli(sb, ['publish', '--store', 'st', '--json', 'late.md']);
+    expect(r.code, r.stderr).toBe(0);
+    const receipt = JSON.parse(r.stdout) as Receipt;
+    expect(receipt.git.state).toBe('committed');
+    expect(r.stderr).toMatch(/^warning: could not record that the index was updated: simulated: database or disk is full; the next Knowledge write or scan checks it again\n$/);
+    expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
+    // A second publish of the same file would duplicate it: the answer told the user it was accepted, so nobody retries.
+    const db2 = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db2.exec('DROP TRIGGER refuse');
+    db2.close();
+    expect(publish().git.state).toBe('committed');
+    const db3 = new Database(join(sb.dir, 'st', 'state.sqlite'), { readonly: true });
+    expect(db3.prepare("SELECT count(*) AS n FROM batches WHERE index_synced = 0").get()).toEqual({ n: 0 });
+    db3.close();
+    expect(git('status', '--porcelain')).toBe('');
+    expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
   });
 });
 

@@ -243,11 +243,29 @@ export function acceptedGitState(db: DB, batchId: number | null, failure: GitSta
 
 /**
  * Resolves when every drain of this store asked for so far has finished,
- * including the index update and maintenance after its receipts. Rejects
- * with an unexpected failure of that work. Call before closing the store.
+ * including the index update and maintenance after its receipts, with what
+ * went wrong in that work (warnings; see afterReceipts). Rejects with an
+ * unexpected failure of it. Call before closing the store.
  */
-export function drainSettled(store: Store): Promise<void> {
-  return (draining.get(store) ?? Promise.resolve()).then(() => undefined);
+export async function drainSettled(store: Store): Promise<string[]> {
+  await (draining.get(store) ?? Promise.resolve());
+  const notes = afterReceipts.get(store) ?? [];
+  afterReceipts.delete(store);
+  return [...new Set(notes)];
+}
+
+/**
+ * What went wrong in the work after receipts (the index update, its record,
+ * maintenance), for drainSettled's caller to pass on as warnings: that work
+ * never fails a request whose receipt is recorded [GIT-15], and each of these
+ * is made good by a later write or scan.
+ */
+const afterReceipts = new WeakMap<Store, string[]>();
+
+function noteAfterReceipts(store: Store, note: string): void {
+  const notes = afterReceipts.get(store) ?? [];
+  notes.push(note);
+  afterReceipts.set(store, notes);
 }
 
 const draining = new WeakMap<Store, Promise<unknown>>();
@@ -379,8 +397,17 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
         const runIt = !indexWaits;
         owed = async () => {
           const idx = await outcome.finishIndex(runIt);
-          if (!idx.ok) indexWaits = true;
-          if (db.open) markIndex(db, range, idx);
+          if (!idx.ok) {
+            indexWaits = true;
+            noteAfterReceipts(store, `the index of the vault's repository was not updated yet (${idx.code}): ${firstLine(idx.reason)}; the next Knowledge write or scan finishes it (docs/local-history.md)`);
+          }
+          if (!db.open) return;
+          try {
+            markIndex(db, range, idx);
+          } catch (err) {
+            // Not recorded as done (index_synced stays 0): the next drain's resyncIndexes makes the update again, which is idempotent.
+            noteAfterReceipts(store, `could not record that the index was updated: ${firstLine(err instanceof Error ? err.message : String(err))}; the next Knowledge write or scan checks it again`);
+          }
         };
         crashPoint('before-record-commit');
         recordCommits(db, outcome, now);
@@ -410,7 +437,14 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
   }
   const settled = (async () => {
     await payOwed();
-    if (result.committed.length > 0 && !opts.skipMaintenance && db.open) await maintainRepository(runner, vault);
+    if (result.committed.length > 0 && !opts.skipMaintenance && db.open) {
+      try {
+        await maintainRepository(runner, vault);
+      } catch (err) {
+        // Rolling packs up is only housekeeping: it is tried again after the next checkpoint.
+        noteAfterReceipts(store, `could not roll up the repository's packs: ${firstLine(err instanceof Error ? err.message : String(err))}`);
+      }
+    }
   })();
   return { result, settled };
 }

@@ -37,7 +37,8 @@ export type VerifyCode =
   | 'history-order'
   | 'queue-order'
   | 'bytes-missing'
-  | 'receipt-mismatch';
+  | 'receipt-mismatch'
+  | 'index-not-updated';
 
 export interface VerifyProblem {
   code: VerifyCode;
@@ -268,9 +269,22 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
     const publications = (db.prepare('SELECT publication_id, status, batch_id FROM publications').all() as Array<{
       publication_id: string; status: string; batch_id: number | null;
     }>).map((r): PublicationFact => ({ publicationId: r.publication_id, status: r.status, batchId: r.batch_id }));
-    return { batches, files, publications };
+    // An index update that failed after its commits were recorded (markIndex noted why): the user's index is behind
+    // the branch, and Knowledge keeps index.lock until its next write or scan makes the update [GIT-10].
+    const indexBehind = db.prepare(
+      "SELECT batch_id, last_code, last_reason FROM batches WHERE state = 'committed' AND index_synced = 0 AND last_code IS NOT NULL ORDER BY batch_id LIMIT 1",
+    ).get() as { batch_id: number; last_code: string; last_reason: string | null } | undefined;
+    return { batches, files, publications, indexBehind };
   });
-  const { batches, files, publications } = read.deferred();
+  const { batches, files, publications, indexBehind } = read.deferred();
+  const indexProblems: VerifyProblem[] = indexBehind
+    ? [{
+      code: 'index-not-updated',
+      batchId: indexBehind.batch_id,
+      message: `the vault's index was not updated after batch ${indexBehind.batch_id} was committed (${indexBehind.last_code}: ${indexBehind.last_reason ?? ''}); ` +
+        'Knowledge holds .git/index.lock until its next write or scan updates it (knowledge scan), so your git commands that write the index wait for that',
+    }]
+    : [];
 
   const report: VerifyReport = {
     ok: true,
@@ -283,7 +297,7 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
   };
   const finish = (repo: RepoFacts | null, extra: VerifyProblem[] = []): VerifyReport => {
     const c = checkStore({ vaultId: store.manifest.vaultId, batches, files, publications, repo });
-    report.problems = [...extra, ...c.problems];
+    report.problems = [...extra, ...c.problems, ...indexProblems];
     report.checked = { commits: repo ? report.batches.committed : 0, files: c.checkedFiles, filesWithoutBlobId: c.filesWithoutBlobId };
     report.ok = report.problems.length === 0;
     return report;

@@ -169,13 +169,22 @@ async function orAttachment<T>(id: string, publication: () => Promise<T> | T, at
   }
 }
 
-async function withService<T>(dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv, fn: (s: KnowledgeService) => Promise<T> | T): Promise<T> {
+/**
+ * Run `fn` on an open service, then let the Git work after its receipts
+ * finish (settle) and close. That work never changes the command's answer:
+ * a request whose receipt is recorded was accepted [GIT-15], and a failure
+ * after it is a warning on stderr (each is made good by a later write or
+ * scan); a failed `fn` keeps its own error.
+ */
+async function withService<T>(out: Out, dir: string, write: boolean, command: string, env: NodeJS.ProcessEnv, fn: (s: KnowledgeService) => Promise<T> | T): Promise<T> {
   const svc = await openService(dir, write, command, env);
   try {
     return await fn(svc);
   } finally {
     try {
-      await svc.settle();
+      for (const note of await svc.settle()) out.stderr(`warning: ${note}\n`);
+    } catch (err) {
+      out.stderr(`warning: after the answer: ${errorLine(err, env)}`);
     } finally {
       svc.close();
     }
@@ -231,7 +240,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           bytes: readRegularFile(p, LIMITS.evidenceBytes, 'evidence given to publish (attach larger files with knowledge attach)'),
           attribution: (values.attribution as string | undefined) ?? undefined,
         }));
-        const receipt = await withService(dir, true, 'knowledge publish', env, (s) =>
+        const receipt = await withService(out, dir, true, 'knowledge publish', env, (s) =>
           s.publish({
             requestId: values['request-id'] as string | undefined,
             partition: (values.partition as string | undefined) ?? 'private',
@@ -258,7 +267,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
         // [ATT-3] files are accepted from under the current directory unless --root names another.
         const allowedRoot = (values.root as string | undefined) ?? process.cwd();
-        const result = await withService(dir, true, 'knowledge attach', env, (s) =>
+        const result = await withService(out, dir, true, 'knowledge attach', env, (s) =>
           s.attachFile(positionals[0]!, {
             allowedRoot,
             partition: (values.partition as string | undefined) ?? 'private',
@@ -284,7 +293,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         (await import('../scan/ahead.js')).scanAhead(dir, OPERATOR, values.partition as string | undefined);
         let receipt;
         try {
-          receipt = await withService(dir, true, 'knowledge scan', env, (s) =>
+          receipt = await withService(out, dir, true, 'knowledge scan', env, (s) =>
             s.scan({ partition: values.partition as string | undefined, caller: OPERATOR, onProgress: bar ? (p) => bar.update(p) : undefined }));
         } finally {
           bar?.done();
@@ -300,7 +309,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           // A scan is not resumed: the next scan commits every waiting checkpoint first, then its own [GIT-16].
           throw new UsageError(`${positionals[0]} is a scan: run knowledge scan, which commits every waiting checkpoint first`);
         }
-        const receipt = await withService(dir, true, 'knowledge resume', env, (s) =>
+        const receipt = await withService(out, dir, true, 'knowledge resume', env, (s) =>
           orAttachment(positionals[0]!, () => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!)));
         emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
@@ -310,12 +319,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('receipt takes one PUBLICATION_ID or REQUEST_ID');
         if (positionals[0]!.startsWith('scan-')) {
-          const scan = await withService(dir, false, 'knowledge receipt', env, (s) => s.scanReceipt(positionals[0]!));
+          const scan = await withService(out, dir, false, 'knowledge receipt', env, (s) => s.scanReceipt(positionals[0]!));
           const { renderScan } = await import('./render-scan.js');
           emit(Boolean(values.json), scan, renderScan(scan, formatGit));
           return 0;
         }
-        const receipt = await withService(dir, false, 'knowledge receipt', env, (s) =>
+        const receipt = await withService(out, dir, false, 'knowledge receipt', env, (s) =>
           orAttachment(positionals[0]!, () => s.publicationReceipt(positionals[0]!), () => s.attachmentReceipt(positionals[0]!)));
         emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
@@ -325,7 +334,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
         if (positionals.length !== 0) throw new UsageError('verify takes no arguments');
-        const report = await withService(dir, false, 'knowledge verify', env, (s) => s.verify());
+        const report = await withService(out, dir, false, 'knowledge verify', env, (s) => s.verify());
         emit(Boolean(values.json), report, renderVerify(report));
         if (!report.ok) out.stderr(`${verifyFailureLine(report)}\n`);
         return report.ok ? 0 : 1;
@@ -334,7 +343,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {});
         const dir = storeDir(values, env);
         if (positionals.length !== 0) throw new UsageError('activity takes no arguments');
-        const entries = await withService(dir, false, 'knowledge activity', env, (s) => s.activity());
+        const entries = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity());
         emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || 'no activity yet\n');
         return 0;
       }
@@ -347,11 +356,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if ((values.from === undefined) !== (values.to === undefined)) throw new UsageError('--from and --to go together');
         const id = positionals[0]!;
         if (values.from !== undefined) {
-          const diff = await withService(dir, false, 'knowledge history', env, (s) => s.recordDiff(OPERATOR, id, values.from as string, values.to as string));
+          const diff = await withService(out, dir, false, 'knowledge history', env, (s) => s.recordDiff(OPERATOR, id, values.from as string, values.to as string));
           emit(Boolean(values.json), diff, renderDiff(diff));
           return 0;
         }
-        const history = await withService(dir, false, 'knowledge history', env, (s) => s.recordHistory(OPERATOR, id));
+        const history = await withService(out, dir, false, 'knowledge history', env, (s) => s.recordHistory(OPERATOR, id));
         emit(Boolean(values.json), history, renderHistory(history));
         return 0;
       }
@@ -360,7 +369,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('show takes one RECORD_ID');
         const { renderRecord } = await import('./render-read.js');
-        const view = await withService(dir, false, 'knowledge show', env, (s) => s.readRecord(OPERATOR, positionals[0]!));
+        const view = await withService(out, dir, false, 'knowledge show', env, (s) => s.readRecord(OPERATOR, positionals[0]!));
         emit(Boolean(values.json), view, renderRecord(view));
         return 0;
       }
@@ -369,7 +378,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const dir = storeDir(values, env);
         if (positionals.length !== 1) throw new UsageError('lookup takes one ID, TITLE or ALIAS (quote it)');
         const { renderLookup } = await import('./render-read.js');
-        const found = await withService(dir, false, 'knowledge lookup', env, (s) => s.lookup(OPERATOR, positionals[0]!));
+        const found = await withService(out, dir, false, 'knowledge lookup', env, (s) => s.lookup(OPERATOR, positionals[0]!));
         emit(Boolean(values.json), found, renderLookup(found));
         return 0;
       }
@@ -392,14 +401,14 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
             ...common, query: positionals.join(' '), mode: values.mode,
             updatedAfter: instantOption('--after', values.after), updatedBefore: instantOption('--before', values.before),
           };
-          const result = await withService(dir, false, 'knowledge search', env, (s) => s.search(OPERATOR, q as never));
+          const result = await withService(out, dir, false, 'knowledge search', env, (s) => s.search(OPERATOR, q as never));
           emit(Boolean(values.json), result, renderSearch(result, offset));
           return 0;
         }
         if (positionals.length !== 0 || values.mode !== undefined || values.after !== undefined || values.before !== undefined) {
           throw new UsageError('list takes only --partition, --kind, --type, --tag, --lifecycle, --limit and --offset');
         }
-        const result = await withService(dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, { ...common, partition: values.partition, type: values.type } as never));
+        const result = await withService(out, dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, { ...common, partition: values.partition, type: values.type } as never));
         emit(Boolean(values.json), result, renderList(result, offset));
         return 0;
       }

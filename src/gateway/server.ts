@@ -158,6 +158,7 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
         clearTimeout(cut);
       })()
         .then(() => service.settle())
+        .then(() => undefined) // warnings about the work after receipts: each is made good by the next write or scan
         .finally(() => service.close());
       return closing;
     },

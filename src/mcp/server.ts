@@ -81,7 +81,7 @@ function withoutOtherAgents(err: KnowledgeError): KnowledgeError {
 }
 
 /** One store opening per call; writes serialised within this process and waiting briefly for a busy lock. */
-function storeAccess(opts: McpOptions): ToolContext['withService'] {
+function storeAccess(opts: McpOptions, log: (line: string) => void): ToolContext['withService'] {
   const lockWaitMs = opts.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS;
   const command = `knowledge mcp (agent ${opts.caller.agentId}${opts.caller.session ? `, session ${opts.caller.session}` : ''})`;
   // The writer lock is per process: two writes of this process must not overlap.
@@ -104,8 +104,11 @@ function storeAccess(opts: McpOptions): ToolContext['withService'] {
       try {
         return await fn(svc);
       } finally {
+        // The work after receipts never changes a tool's answer [GIT-15]: what went wrong in it is logged.
         try {
-          await svc.settle();
+          for (const note of await svc.settle()) log(`knowledge mcp: warning: ${note}\n`);
+        } catch (err) {
+          log(`knowledge mcp: warning: after the answer: ${err instanceof Error ? err.message : String(err)}\n`);
         } finally {
           svc.close();
         }
@@ -141,10 +144,10 @@ export function toolList() {
   }));
 }
 
-export function buildServer(opts: McpOptions): Server {
+export function buildServer(opts: McpOptions, log: (line: string) => void = () => {}): Server {
   const storeRoot = resolve(opts.store);
   const registry = new Registry(knowledgeHome(opts.env));
-  const ctx: ToolContext = { caller: opts.caller, workspaceRoot: resolve(opts.workspaceRoot), withService: storeAccess(opts) };
+  const ctx: ToolContext = { caller: opts.caller, workspaceRoot: resolve(opts.workspaceRoot), withService: storeAccess(opts, log) };
   const byName = new Map(TOOLS.map((t) => [t.name, t]));
   const listed = toolList();
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
@@ -171,7 +174,7 @@ export async function runMcpServer(opts: McpOptions, io: McpIo = { stdin: proces
     io.stderr(`knowledge mcp: agent ${opts.caller.agentId} is registered to ${binding.store}, not ${storeRoot}: every tool answers E_DENIED\n`);
   }
 
-  const server = buildServer(opts);
+  const server = buildServer(opts, io.stderr);
   const limited = new LineLimit(MCP_LIMITS.messageBytes, (line) => {
     const id = line.id;
     const message = `E_TOO_LARGE: a request of ${line.bytes} bytes is larger than the limit of ${MCP_LIMITS.messageBytes}; send large originals with knowledge_attach (chunks) or knowledge_attach_file`;
