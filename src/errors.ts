@@ -34,6 +34,12 @@ export function isDiskFull(err: unknown): boolean {
   return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT';
 }
 
+/** The disk or file system failing (an I/O error, a read-only file system), from the file system or from SQLite. */
+export function isIoError(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_IOERR') || code === 'EIO' || code === 'EROFS' || code === 'SQLITE_READONLY');
+}
+
 export function isKnowledgeError(err: unknown): err is KnowledgeError {
   return err instanceof KnowledgeError;
 }

@@ -5,7 +5,7 @@
  * Pipeline: validate -> journal -> install -> acknowledge -> checkpoint.
  */
 import { statSync } from 'node:fs';
-import { KnowledgeError, isKnowledgeError } from './errors.js';
+import { KnowledgeError, isDiskFull, isIoError, isKnowledgeError } from './errors.js';
 import { openStore, type Store } from './store/store.js';
 import { partitionOfPath } from './store/layout.js';
 import { isDirectory, isFile } from './fsutil.js';
@@ -170,7 +170,13 @@ export class KnowledgeService {
       if (existing.status === 'abandoned') {
         throw new KnowledgeError('E_CONFLICT', `request ${requestId} could not be applied: ${existing.failure ?? 'abandoned'}`);
       }
-      if (existing.status === 'journaled') this.installAndAcknowledge(existing.publication_id);
+      if (existing.status === 'journaled') {
+        try {
+          this.installAndAcknowledge(existing.publication_id);
+        } catch (err) {
+          throw keptButUnfinished(err, existing.publication_id, requestId);
+        }
+      }
       return this.resume(existing.publication_id);
     }
     // One request id names one request: `knowledge receipt ID` must find exactly one.
@@ -182,17 +188,18 @@ export class KnowledgeService {
     const planned = planPublication(this.store, { ...req, requestId }, { requestId, publicationId, hash, now });
     journal(this.store, planned);
     crashPoint('after-journal');
+    let batchId: number;
     try {
       install(this.store, planned);
+      crashPoint('after-install');
+      batchId = acknowledge(this.store, planned);
     } catch (err) {
       if (isKnowledgeError(err) && err.code === 'E_CONFLICT') {
         this.store.db.prepare("UPDATE publications SET status = 'abandoned', failure = ? WHERE publication_id = ?").run(err.message, publicationId);
         throw err;
       }
-      throw new KnowledgeError('E_IO', `publication ${publicationId} is journaled but could not be installed (retry with the same request id): ${(err as Error).message}`);
+      throw keptButUnfinished(err, publicationId, requestId);
     }
-    crashPoint('after-install');
-    const batchId = acknowledge(this.store, planned);
     crashPoint('after-acknowledge');
     return this.publicationReceipt(publicationId, await drainAccepted(this.store, this.runner, { through: batchId }));
   }
@@ -467,4 +474,23 @@ function inodeOf(path: string): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * A failure after a publication was journaled: it is kept (its bytes are in
+ * state.sqlite) and finished by `resume`, or by the same request id again —
+ * never by publishing it again, which would make a second publication. So
+ * the error names both ids [PUB-5]. A full or failing disk is E_IO; our own
+ * coded errors keep their code; anything else is a bug (E_INTERNAL).
+ */
+function keptButUnfinished(err: unknown, publicationId: string, requestId: string): KnowledgeError {
+  const code = isKnowledgeError(err) ? err.code : isDiskFull(err) || isIoError(err) ? 'E_IO' : 'E_INTERNAL';
+  const cause = (err instanceof Error ? err.message : String(err)).split('\n')[0];
+  const fix = isDiskFull(err) ? 'free space, then finish it' : 'finish it';
+  return new KnowledgeError(
+    code,
+    `publication ${publicationId} (request ${requestId}) is journaled and kept, but could not be installed and acknowledged: ${cause}; ` +
+      `${fix} with \`knowledge resume ${publicationId}\` (or the same request id again): publishing it anew would make a second publication`,
+    { publicationId, requestId },
+  );
 }

@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import YAML from 'yaml';
+import Database from 'better-sqlite3';
 import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 
 let sb: Sandbox;
@@ -281,6 +282,28 @@ describe('[PUB-5] the same request id returns the same receipt', () => {
     const byRequest = cli(sb, ['receipt', '--store', 'st', '--json', 'AAAAAAAA-BBBB-4CCC-8DDD-EEEEEEEEEEEE']);
     expect(JSON.parse(byRequest.stdout)).toEqual(a.receipt);
     expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
+  });
+});
+
+describe('[PUB-5] a failure after the journal names the publication and its request, so it is finished, not made twice', () => {
+  it('resume finishes it: one record, one commit', () => {
+    // What a full disk under state.sqlite does to the acknowledgement, made deterministic: the records index refuses the write.
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db.exec("CREATE TRIGGER refuse BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'simulated: database or disk is full'); END;");
+    db.close();
+    write('kept.md', '---\nkind: page\ntitle: Kept\n---\nbody\n');
+    const failed = publish(['kept.md']);
+    expect(failed.code).toBe(1);
+    const m = /^E_\w+: publication (pub-\S+) \(request (\S+)\) is journaled and kept, but could not be installed and acknowledged: simulated: database or disk is full; finish it with `knowledge resume \1` \(or the same request id again\): publishing it anew would make a second publication\n$/.exec(failed.stderr);
+    expect(m, failed.stderr).not.toBeNull();
+    const db2 = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db2.exec('DROP TRIGGER refuse');
+    db2.close();
+    const resumed = cli(sb, ['resume', '--store', 'st', '--json', m![1]!]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ publicationId: m![1], requestId: m![2], git: { state: 'committed' } });
+    expect((JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout) as { records: Array<{ title: string }> }).records.map((r) => r.title)).toEqual(['Kept']);
+    expect(userGit(sb, vault, ['log', '--format=%s']).trim().split('\n')).toHaveLength(1);
   });
 });
 

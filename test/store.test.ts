@@ -3,7 +3,9 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, 
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, cliPath, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, type Sandbox } from './helpers.js';
+
+const canMount = canMountTmpfs('the full-disk store test');
 
 let sb: Sandbox;
 beforeEach(() => { sb = makeSandbox(); });
@@ -112,6 +114,26 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^E_UNAVAILABLE: store \S+ is damaged: its state.sqlite cannot be opened/);
+  });
+
+  it.skipIf(!canMount)('a store on a full disk is E_IO saying so, for reads too: not "unavailable", which sends people looking for a lost file', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const k = `${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)}`;
+    const read = runUnshared(sb, [
+      'set -u',
+      'mkdir m && mount -t tmpfs -o size=2m tmpfs m || exit 90',
+      'cp -a st m/st || exit 91',
+      'rm -f m/st/state.sqlite-wal m/st/state.sqlite-shm',
+      'dd if=/dev/zero of=m/fill bs=4k >/dev/null 2>&1',
+      `${k} list --store m/st >out 2>err; echo $? >code`,
+      'rm m/fill',
+      `${k} list --store m/st --json >out2 2>err2; echo $? >code2`,
+      'exit 0',
+    ]);
+    expect(read('code').trim()).toBe('1');
+    expect(read('err')).toMatch(/^E_IO: state.sqlite of \S+ cannot be opened: .*\(the disk is full: free space, then retry\)\n$/);
+    expect(read('code2').trim(), read('err2')).toBe('0');
+    expect(JSON.parse(read('out2')).records).toEqual([]);
   });
 
   it('a malformed number in the environment is named (E_VALIDATION), not taken for Git being unavailable', () => {

@@ -12,8 +12,13 @@ describe('errorLine', () => {
   });
 
   it('a full disk met unexpectedly (SQLite or the file system) is E_IO naming the cause', () => {
-    expect(errorLine(sqliteFull, {})).toMatch(/^E_IO: the disk is full \(SQLITE_FULL: database or disk is full\); free space, then retry[^\n]*\n$/);
+    expect(errorLine(sqliteFull, {})).toMatch(/^E_IO: the disk is full \(SQLITE_FULL: database or disk is full\); free space, then knowledge activity shows what was kept: resume a kept request[^\n]*\n$/);
     expect(errorLine(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }), {})).toMatch(/^E_IO: the disk is full \(ENOSPC/);
+  });
+
+  it('an I/O error (SQLite or the file system) is E_IO, not a bug', () => {
+    expect(errorLine(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_FSYNC' }), {})).toMatch(/^E_IO: the disk or file system failed \(SQLITE_IOERR_FSYNC: disk I\/O error\); check it, then /);
+    expect(errorLine(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }), {})).toMatch(/^E_IO: the disk or file system failed \(EIO/);
   });
 
   it('any other error is one E_INTERNAL line; its stack only with KNOWLEDGE_DEBUG=1', () => {

@@ -6,7 +6,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
 import { basename } from 'node:path';
-import { KnowledgeError, isDiskFull, isKnowledgeError } from '../errors.js';
+import { KnowledgeError, isDiskFull, isIoError, isKnowledgeError } from '../errors.js';
 import { LIMITS } from '../publish/limits.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
@@ -488,7 +488,9 @@ export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
   if (isKnowledgeError(err)) return `${err.code}: ${flat(err.message)}\n`;
   const e = err as { code?: unknown; message?: unknown; stack?: unknown } | null;
   const message = flat(String(e?.message ?? err));
-  if (isDiskFull(err)) return `E_IO: the disk is full (${String(e!.code)}: ${message}); free space, then retry (knowledge activity shows what was kept)\n`;
+  const kept = 'knowledge activity shows what was kept: resume a kept request (knowledge resume ID) rather than making it again';
+  if (isDiskFull(err)) return `E_IO: the disk is full (${String(e!.code)}: ${message}); free space, then ${kept}\n`;
+  if (isIoError(err)) return `E_IO: the disk or file system failed (${String(e!.code)}: ${message}); check it, then ${kept}\n`;
   const stack = env.KNOWLEDGE_DEBUG === '1' && typeof e?.stack === 'string' ? `${e.stack}\n` : '';
   return `E_INTERNAL: ${message} (a bug: KNOWLEDGE_DEBUG=1 shows where)\n${stack}`;
 }

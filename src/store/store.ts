@@ -3,12 +3,12 @@
  * store that lost its vault, manifest or database is E_UNAVAILABLE and is
  * never recreated empty [LAY-3].
  */
-import { existsSync, readFileSync, lstatSync, type Stats } from 'node:fs';
+import { existsSync, readFileSync, lstatSync, statfsSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
-import { KnowledgeError } from '../errors.js';
+import { KnowledgeError, isDiskFull, isIoError } from '../errors.js';
 import { openDatabase, getMeta, setMeta, type DB } from './db.js';
 import { storePaths, VAULT_FORMAT, type StorePaths } from './layout.js';
 import { Registry, knowledgeHome, type StoreSettings } from './registry.js';
@@ -100,6 +100,15 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     throw creationFailure(err, `cannot create the store ${root}`);
   }
   return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, created: true };
+}
+
+/** Whether the file system holding `dir` has no space left for an unprivileged writer (false when that cannot be told). */
+function diskFull(dir: string): boolean {
+  try {
+    return statfsSync(dir).bavail === 0;
+  } catch {
+    return false;
+  }
 }
 
 function lstatOrNull(p: string): Stats | null {
@@ -229,6 +238,10 @@ export function openStore(dir: string, opts: OpenOptions): Store {
   try {
     db = openDatabase(paths.database, { create: false });
   } catch (err) {
+    // A full or failing disk is not a damaged store: say which, so nobody goes looking for a lost file.
+    if (isDiskFull(err) || isIoError(err) || diskFull(root)) {
+      throw new KnowledgeError('E_IO', `state.sqlite of ${root} cannot be opened: ${(err as Error).message}${diskFull(root) ? ' (the disk is full: free space, then retry)' : ' (the disk or file system failed)'}`);
+    }
     throw new KnowledgeError('E_UNAVAILABLE', `state.sqlite of ${root} cannot be opened: ${(err as Error).message}`);
   }
   const dbVault = getMeta(db, 'vault_id');
