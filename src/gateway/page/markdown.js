@@ -23,15 +23,55 @@ const MAX_INLINE = 200_000;
 // ---------------------------------------------------------------------------
 // Block structure
 
-const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*$/;
-const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
+// Every line pattern is matched in time linear in the line: a record line may be a megabyte long, and a pattern
+// that backtracks over it (a lazy group before an optional one, two greedy classes that overlap) takes minutes.
+// So the opening of a fence and of a heading is a short anchored match, and the rest is read by hand.
+const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})/;
+const HEADING_OPEN = /^ {0,3}(#{1,6})(?=[ \t]|$)/;
+
+/** A fence's opening line: its fence and info word, or null. A backtick fence's info may hold no backtick. */
+function fenceOpen(line) {
+  const m = FENCE_OPEN.exec(line);
+  if (!m) return null;
+  const rest = line.slice(m[0].length);
+  if (m[1][0] === '`' && rest.includes('`')) return null;
+  const info = rest.trimStart();
+  let end = 0;
+  while (end < info.length && !/\s/.test(info[end]) && info[end] !== '`') end++;
+  return { fence: m[1], lang: info.slice(0, end) };
+}
+
+/** An ATX heading: its level and text (without a closing run of #), or null. */
+function headingOf(line) {
+  const m = HEADING_OPEN.exec(line);
+  if (!m) return null;
+  let text = trimEndBlank(line.slice(m[0].length)).trimStart();
+  // A closing sequence: #s at the end, after a space or tab (or the whole text).
+  let end = text.length;
+  while (end > 0 && text[end - 1] === '#') end--;
+  if (end < text.length && (end === 0 || text[end - 1] === ' ' || text[end - 1] === '\t')) text = trimEndBlank(text.slice(0, end));
+  return { level: m[1].length, text };
+}
+
+/** `s` without trailing spaces and tabs (by hand: `/[ \t]+$/` is quadratic on a long run of blanks inside a line). */
+function trimEndBlank(s) {
+  let end = s.length;
+  while (end > 0 && (s[end - 1] === ' ' || s[end - 1] === '\t')) end--;
+  return end === s.length ? s : s.slice(0, end);
+}
+
 const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
-const QUOTE = /^ {0,3}> ?(.*)$/;
-const BULLET = /^( {0,3})([-*+])([ \t]+)(.*)$/;
-const ORDERED = /^( {0,3})(\d{1,9})([.)])([ \t]+)(.*)$/;
+// `s`: the rest of the line is `.*` whatever it holds (U+2028 too), so it never backtracks into the blanks before it.
+const QUOTE = /^ {0,3}> ?(.*)$/s;
+const BULLET = /^( {0,3})([-*+])([ \t]+)(.*)$/s;
+const ORDERED = /^( {0,3})(\d{1,9})([.)])([ \t]+)(.*)$/s;
 const SETEXT1 = /^ {0,3}=+[ \t]*$/;
 const SETEXT2 = /^ {0,3}-+[ \t]*$/;
-const TABLE_DELIM = /^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$/;
+/** A table's delimiter row: cells of dashes, each with an optional colon at either end. */
+function isTableDelimiter(line) {
+  if (!line.includes('-') || /^ {4}/.test(line)) return false;
+  return splitRow(line).every((c) => /^:?-+:?$/.test(c));
+}
 
 const blank = (line) => /^[ \t]*$/.test(line);
 
@@ -44,7 +84,7 @@ function listMarker(line) {
 }
 
 function startsBlock(line) {
-  return FENCE.test(line) || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) || listMarker(line) !== null;
+  return fenceOpen(line) !== null || headingOf(line) !== null || RULE.test(line) || QUOTE.test(line) || listMarker(line) !== null;
 }
 
 function splitRow(line) {
@@ -87,9 +127,9 @@ function parseBlocks(lines, depth) {
     const line = lines[i];
     if (blank(line)) { i++; continue; }
 
-    let m = FENCE.exec(line);
-    if (m) {
-      const fence = m[1];
+    const open = fenceOpen(line);
+    if (open) {
+      const fence = open.fence;
       const body = [];
       i++;
       while (i < lines.length) {
@@ -98,13 +138,13 @@ function parseBlocks(lines, depth) {
         body.push(lines[i]);
         i++;
       }
-      blocks.push({ type: 'code', lang: m[2] || '', text: body.join('\n') });
+      blocks.push({ type: 'code', lang: open.lang, text: body.join('\n') });
       continue;
     }
 
-    m = HEADING.exec(line);
-    if (m) {
-      blocks.push({ type: 'heading', level: m[1].length, inline: parseInline(m[2] || '', depth) });
+    const heading = headingOf(line);
+    if (heading) {
+      blocks.push({ type: 'heading', level: heading.level, inline: parseInline(heading.text, depth) });
       i++;
       continue;
     }
@@ -154,7 +194,7 @@ function parseBlocks(lines, depth) {
     }
 
     // A table: a header row, a delimiter row, then rows until a blank line.
-    if (line.includes('|') && i + 1 < lines.length && TABLE_DELIM.test(lines[i + 1]) && lines[i + 1].includes('-')) {
+    if (line.includes('|') && i + 1 < lines.length && isTableDelimiter(lines[i + 1])) {
       const head = splitRow(line);
       const align = splitRow(lines[i + 1]).map((c) => (c.startsWith(':') && c.endsWith(':') ? 'center' : c.endsWith(':') ? 'right' : c.startsWith(':') ? 'left' : ''));
       i += 2;
@@ -199,8 +239,11 @@ export function parseInline(text, depth = 0) {
 
 function inlineRun(text, depth, noCloser) {
   const out = [];
-  let buf = '';
-  const flush = () => { if (buf) { out.push({ type: 'text', text: buf }); buf = ''; } };
+  // The text so far, as pieces joined once when flushed: appending to one string and then reading its end at every
+  // line (a hard break is two trailing spaces) flattens V8's concatenated string each time, quadratic in a paragraph.
+  // A space is always a piece of its own, so trailing spaces are the last pieces.
+  const buf = [];
+  const flush = () => { if (buf.length) { const text = buf.join(''); buf.length = 0; if (text) out.push({ type: 'text', text }); } };
   let i = 0;
   while (i < text.length) {
     const c = text[i];
@@ -209,13 +252,15 @@ function inlineRun(text, depth, noCloser) {
     if (c === '\\') {
       const n = text[i + 1];
       if (n === '\n') { flush(); out.push({ type: 'break' }); i += 2; continue; }
-      if (n !== undefined && PUNCT.test(n)) { buf += n; i += 2; continue; }
-      buf += c; i++; continue;
+      if (n !== undefined && PUNCT.test(n)) { buf.push(n); i += 2; continue; }
+      buf.push(c); i++; continue;
     }
 
     if (c === '\n') {
       // Two trailing spaces make a hard break; otherwise a soft one.
-      if (buf.endsWith('  ')) { buf = buf.replace(/ +$/, ''); flush(); out.push({ type: 'break' }); } else { buf = buf.replace(/ +$/, ''); buf += '\n'; }
+      let spaces = 0;
+      while (buf.length && buf[buf.length - 1] === ' ') { buf.pop(); spaces++; }
+      if (spaces >= 2) { flush(); out.push({ type: 'break' }); } else buf.push('\n');
       i++;
       continue;
     }
@@ -233,7 +278,7 @@ function inlineRun(text, depth, noCloser) {
         continue;
       }
       noCloser.add(key);
-      buf += run; i += run.length; continue;
+      buf.push(run); i += run.length; continue;
     }
 
     if (c === '[' && text[i + 1] === '[') {
@@ -262,7 +307,7 @@ function inlineRun(text, depth, noCloser) {
         continue;
       }
       if (!isImage && text.indexOf('](', i) < 0) noCloser.add('link');
-      buf += c; i++; continue;
+      buf.push(c); i++; continue;
     }
 
     if (c === '<') {
@@ -298,10 +343,10 @@ function inlineRun(text, depth, noCloser) {
         }
         if (close < 0) noCloser.add(delim);
       }
-      buf += delim; i += delim.length; continue;
+      buf.push(delim); i += delim.length; continue;
     }
 
-    buf += c;
+    buf.push(c);
     i++;
   }
   flush();
