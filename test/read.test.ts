@@ -234,6 +234,16 @@ describe('[READ-1] keyword search', () => {
     expect(s.search(OP, { query: 'cached' }).results[0]!.snippet).toContain('**cached**');
   });
 
+  it('says where the matched words are in the snippet: the text\'s own ** is not a marker', () => {
+    publish([{ id: 'rec-pow', title: 'Powers', body: 'Compute 2 ** 10 first, then look for the needle in **bold** text.' }]);
+    const hit = reader().search(OP, { query: 'needle' }).results[0]!;
+    expect(hit.snippet).toBe('Compute 2 ** 10 first, then look for the **needle** in **bold** text.');
+    expect(hit.marks.map(([a, b]) => hit.snippet.slice(a, b))).toEqual(['needle']);
+    const two = reader().search(OP, { query: 'compute bold' }).results[0]!;
+    expect(two.marks.map(([a, b]) => two.snippet.slice(a, b))).toEqual(['Compute', 'bold']);
+    for (const [a, b] of two.marks) expect([two.snippet.slice(a - 2, a), two.snippet.slice(b, b + 2)]).toEqual(['**', '**']);
+  });
+
   it('gives each hit the snippet of its own text', () => {
     publish([
       { id: 'rec-a', title: 'Alpha lantern', body: 'first body mentions lantern once.' },

@@ -75,13 +75,28 @@ function searchInSnapshot(db: DB, readable: 'all' | PartitionId[], q: ParsedSear
     const row = summary.get(rowid) as SummaryRow | undefined;
     const snip = snippets.get({ open: OPEN, close: CLOSE, match, rowid }) as { t: string | null; a: string | null; b: string | null } | undefined;
     if (!row || !snip) continue; // removed between the two statements (another process wrote)
-    results.push({ ...toSummary(row), snippet: pickSnippet(snip.b, snip.a, snip.t), ...(readable === 'all' ? { score: -rank } : {}) });
+    results.push({ ...toSummary(row), ...pickSnippet(snip.b, snip.a, snip.t), ...(readable === 'all' ? { score: -rank } : {}) });
   }
   return { results, total, nextOffset: nextOffset(q.offset, results.length, total) };
 }
 
-/** The body excerpt if a word matched there, else the aliases', else the title; one line. */
-export function pickSnippet(body: string | null, aliases: string | null, title: string | null): string {
-  const hit = [body, aliases, title].find((s) => s !== null && s.includes(OPEN)) ?? body ?? title ?? '';
-  return hit.replace(/\s+/g, ' ').trim().split(OPEN).join(SNIPPET_OPEN).split(CLOSE).join(SNIPPET_CLOSE);
+/**
+ * The body excerpt if a word matched there, else the aliases', else the title; one line, the matched words between
+ * SNIPPET_OPEN and SNIPPET_CLOSE, and where they are (`marks`): the markers are `**`, which the text itself may hold.
+ */
+export function pickSnippet(body: string | null, aliases: string | null, title: string | null): { snippet: string; marks: Array<[number, number]> } {
+  const hit = ([body, aliases, title].find((s) => s !== null && s.includes(OPEN)) ?? body ?? title ?? '').replace(/\s+/g, ' ').trim();
+  let snippet = '';
+  const marks: Array<[number, number]> = [];
+  for (const [k, piece] of hit.split(OPEN).entries()) {
+    const close = piece.indexOf(CLOSE);
+    if (k === 0 || close < 0) {
+      snippet += piece.split(CLOSE).join('');
+      continue;
+    }
+    snippet += SNIPPET_OPEN;
+    marks.push([snippet.length, snippet.length + close]);
+    snippet += piece.slice(0, close) + SNIPPET_CLOSE + piece.slice(close + CLOSE.length).split(CLOSE).join('');
+  }
+  return { snippet, marks };
 }

@@ -57,6 +57,13 @@ export interface SearchHit extends RecordSummary {
    */
   snippet: string;
   /**
+   * Where the matched words are in `snippet`: [start, end) offsets in UTF-16
+   * code units (JavaScript string indices) of each word between the markers.
+   * The markers alone cannot say it when the record's own text holds `**`
+   * (Markdown bold, `2 ** 10`, `src/**`).
+   */
+  marks: Array<[number, number]>;
+  /**
    * Relevance, higher is better (negated FTS5 BM25; title > aliases > body). Only for a caller who may read every
    * partition: BM25's statistics cover the whole store, so the number would tell a caller restricted to some
    * partitions how often its words occur in the others.

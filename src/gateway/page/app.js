@@ -23,11 +23,19 @@ const LIFECYCLES = ['active', 'superseded', 'withdrawn', 'merged'];
 // ---------------------------------------------------------------------------
 // Records in lists
 
-function snippetNode(snippet) {
-  // Matched words come between ** markers (plain text, see the search API).
-  // A word the body itself made bold arrives as ****word****: one mark.
-  const parts = String(snippet).replace(/\*{4}/g, '**').split('**');
-  return h('p', { class: 'snippet' }, parts.map((p, k) => (k % 2 === 1 ? (p ? h('mark', {}, p) : null) : p)));
+function snippetNode(hit) {
+  // Matched words are where `marks` says (offsets into the snippet): the ** markers around them cannot be told from
+  // ** the record's own text holds (Markdown bold, `2 ** 10`). The markers are left out of what is shown.
+  const text = String(hit.snippet);
+  const parts = [];
+  let at = 0;
+  for (const [start, end] of Array.isArray(hit.marks) ? hit.marks : []) {
+    if (!(start >= at + 2 && end >= start && end + 2 <= text.length)) continue; // not a mark of this snippet
+    parts.push(text.slice(at, start - 2), h('mark', {}, text.slice(start, end)));
+    at = end + 2;
+  }
+  parts.push(text.slice(at));
+  return h('p', { class: 'snippet' }, parts);
 }
 
 function recordItem(r) {
@@ -39,7 +47,7 @@ function recordItem(r) {
       h('span', { class: 'muted' }, r.partition),
       h('span', { class: 'muted' }, `r${r.revision}`),
       h('span', { class: 'muted' }, 'updated ', when(r.updatedAt))),
-    r.snippet !== undefined ? snippetNode(r.snippet) : null,
+    r.snippet !== undefined ? snippetNode(r) : null,
     r.tags.length ? h('div', { class: 'tags' }, r.tags.map((t) => h('a', { class: 'tag', href: `#/browse${query({ tag: t })}` }, `#${t}`))) : null);
 }
 
