@@ -442,12 +442,22 @@ export class KnowledgeService {
     return scanReceipt(this.store.db, scanId);
   }
 
-  /** Newest first (Appendix A). */
-  activity(limit = 500): ActivityEntry[] {
+  /**
+   * Newest first (Appendix A): `limit` entries after the newest `offset`, so
+   * every entry can be reached page by page. One read snapshot, so pages
+   * asked one after the other line up unless something new arrived.
+   */
+  activity(limit = 500, offset = 0): ActivityEntry[] {
+    return this.store.db.transaction(() => this.activityPage(limit, offset)).deferred();
+  }
+
+  private activityPage(limit: number, offset: number): ActivityEntry[] {
+    // Each kind's newest offset + limit, merged: the page is the slice of their merge.
+    const upTo = offset + limit;
     const rows = this.store.db.prepare(
       `SELECT p.publication_id, p.created_at, p.actor, p.partition, p.batch_id, p.status, p.failure
        FROM publications p ORDER BY p.created_at DESC, p.rowid DESC LIMIT ?`,
-    ).all(limit) as Array<{ publication_id: string; created_at: string; actor: string; partition: string; batch_id: number | null; status: string; failure: string | null }>;
+    ).all(upTo) as Array<{ publication_id: string; created_at: string; actor: string; partition: string; batch_id: number | null; status: string; failure: string | null }>;
     return rows.map((r): ActivityEntry => ({
       kind: 'publication' as const,
       id: r.publication_id,
@@ -460,9 +470,9 @@ export class KnowledgeService {
           ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not installed yet: the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
           : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
       detail: { partition: r.partition, status: r.status },
-    })).concat(attachmentActivity(this.store.db, limit), scanActivity(this.store.db, limit))
+    })).concat(attachmentActivity(this.store.db, upTo), scanActivity(this.store.db, upTo))
       .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
-      .slice(0, limit);
+      .slice(offset, upTo);
   }
 }
 

@@ -324,6 +324,47 @@ describe('the Knowledge page in chromium', () => {
     requests.splice(0, requests.length, ...requests.map((u) => (u.startsWith(demoOrigin) ? u.replace(demoOrigin, origin) : u)));
   });
 
+  it('a stale link past the last page says so, and Previous goes to the last page there is', async () => {
+    await page.goto(`${origin}/#/browse?offset=100`);
+    const pager = page.locator('nav.pager').first();
+    await pager.waitFor();
+    const total = Number((await pager.locator('span').textContent())!.replace(/^nothing past (\d+)$/, '$1'));
+    expect(total).toBeGreaterThan(0);
+    expect(await pager.getByRole('link', { name: '← Previous' }).getAttribute('href')).toBe('#/browse');
+  });
+
+  it('Activity reaches older entries page by page: an offset shows the entries after it, with a way back to the newest', async () => {
+    await page.goto(`${origin}/#/activity`);
+    const entries = page.locator('ol.entries > li.entry');
+    await entries.first().waitFor();
+    const all = await entries.evaluateAll((els) => els.map((e) => e.getAttribute('data-entry-id')));
+    expect(all.length).toBeGreaterThan(3);
+    await page.goto(`${origin}/#/activity?offset=3`);
+    await page.getByRole('link', { name: '← Newer' }).waitFor();
+    expect(await entries.evaluateAll((els) => els.map((e) => e.getAttribute('data-entry-id')))).toEqual(all.slice(3));
+    expect(await page.getByRole('link', { name: '← Newer' }).getAttribute('href')).toBe('#/activity');
+  });
+
+  it('with a token: a badly escaped #token= neither breaks the page nor stays in the address bar; a token typed in loads the whole page', async () => {
+    expect(cli(sb, ['init', 'st-token']).code).toBe(0);
+    const token = 'a-token-of-24-characters';
+    const started = await startCli(['serve', '--store', 'st-token', '--port', '0', '--token', token], sb.env);
+    try {
+      const tokenOrigin = started.url;
+      await page.goto(`${tokenOrigin}/#token=abc%E0`);
+      await page.getByText('This Gateway needs its token').waitFor();
+      expect(page.url()).not.toContain('token=');
+      await page.locator('#token-input').fill(token);
+      await page.getByRole('button', { name: 'Use token' }).click();
+      await page.getByRole('heading', { level: 1, name: 'Recent' }).waitFor();
+      // The shell too, not only the view: the store line in the footer.
+      await expect.poll(() => page.locator('#store-path').textContent()).toBe(join(sb.dir, 'st-token'));
+      requests.splice(0, requests.length, ...requests.map((u) => (u.startsWith(tokenOrigin) ? u.replace(tokenOrigin, origin) : u)));
+    } finally {
+      await stop(started.child);
+    }
+  });
+
   it('made no request beyond its Gateway, and threw no page errors', () => {
     expect(requests.length).toBeGreaterThan(20);
     expect(requests.filter((u) => !u.startsWith(`${origin}/`))).toEqual([]);

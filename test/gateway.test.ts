@@ -9,6 +9,7 @@ import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync,
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { makeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { createApp } from '../src/gateway/app.js';
@@ -317,6 +318,29 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     expect((await app.request('/')).status).toBe(200);
   });
 
+  it('Activity pages reach every entry: limit and offset, newest first, each entry once', async () => {
+    for (let k = 0; k < 5; k++) {
+      writeFileSync(join(sb.dir, `act${k}.md`), `---\nkind: page\ntitle: Activity ${k}\n---\nx\n`);
+      expect(cli(sb, ['publish', '--store', 'st', `act${k}.md`]).code).toBe(0);
+    }
+    const app = createApp(openService());
+    const all = await json(app.request('/api/activity?limit=500'));
+    const ids = (all.body as unknown as Array<{ id: string }>).map((e) => e.id);
+    expect(ids.length).toBeGreaterThanOrEqual(5);
+    const paged: string[] = [];
+    for (let offset = 0; offset < ids.length + 2; offset += 2) {
+      const page = await json(app.request(`/api/activity?limit=2&offset=${offset}`));
+      expect(page.status).toBe(200);
+      paged.push(...(page.body as unknown as Array<{ id: string }>).map((e) => e.id));
+    }
+    expect(paged).toEqual(ids);
+    expect((await json(app.request('/api/activity?offset=-1'))).status).toBe(400);
+    // The CLI pages the same way, and says on stderr that there are more.
+    const cliPage = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '2', '--offset', '2']);
+    expect((JSON.parse(cliPage.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(2, 4));
+    expect(cliPage.stderr).toBe('the newest 3–4 entries; older ones: --offset 4\n');
+  });
+
   it('answers only Host headers it was told to (DNS rebinding)', async () => {
     const s = openService();
     const app = createApp(s, { allowedHosts: ['127.0.0.1:8484'] });
@@ -376,6 +400,18 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     expect((await app.request('/api/scan', WRITE)).status).toBe(503);
   });
 });
+
+/** The raw response to `request` written as is to the Gateway's port (what an HTTP client would not send). */
+function rawRequest(port: string, request: string): Promise<string> {
+  return new Promise((done, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => socket.end(request));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (c) => { answer += c; });
+    socket.on('end', () => done(answer));
+    socket.on('error', reject);
+  });
+}
 
 /** GET over real HTTP with an explicit Host header (fetch may not set it). */
 function rawGet(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
@@ -465,6 +501,10 @@ describe('[LAY-4] the Gateway owns the store while it runs', () => {
     expect(page.body).toContain('Activity &amp; issues');
     const rebound = await rawGet(`${url}api/records`, { Host: `attacker.example:${new URL(url).port}` });
     expect(rebound.status).toBe(403);
+    // A request target in absolute form names the Gateway itself, but the Host header is still foreign.
+    const absolute = await rawRequest(new URL(url).port, `GET ${url}api/records?limit=1 HTTP/1.1\r\nHost: attacker.example:${new URL(url).port}\r\nConnection: close\r\n\r\n`);
+    expect(absolute).toMatch(/^HTTP\/1\.1 403 /);
+    expect(await rawRequest(new URL(url).port, `GET ${url}api/records?limit=1 HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 200 /);
     writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: After\n---\nx\n');
     expect(cli(sb, ['publish', '--store', 'st', 'n.md']).stderr).toMatch(/^E_LOCKED/);
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));

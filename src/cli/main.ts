@@ -31,7 +31,7 @@ const USAGE = `usage:
   knowledge scan    --store DIR [--partition ID] [--json]
   knowledge resume  --store DIR PUBLICATION_ID|ATTACHMENT_ID [--json]
   knowledge receipt --store DIR PUBLICATION_ID|ATTACHMENT_ID|REQUEST_ID|SCAN_ID [--json]
-  knowledge activity --store DIR [--json]
+  knowledge activity --store DIR [--limit N] [--offset N] [--json]
   knowledge verify  --store DIR [--json]
   knowledge history --store DIR RECORD_ID [--from COMMIT --to COMMIT] [--json]
   knowledge show    --store DIR RECORD_ID [--json]
@@ -340,11 +340,15 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return report.ok ? 0 : 1;
       }
       case 'activity': {
-        const { values, positionals } = parse(rest, {});
+        const { values, positionals } = parse(rest, { limit: { type: 'string' }, offset: { type: 'string' } });
         const dir = storeDir(values, env);
         if (positionals.length !== 0) throw new UsageError('activity takes no arguments');
-        const entries = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity());
-        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || 'no activity yet\n');
+        const limit = wholeOption(values.limit as string | undefined, 'limit', 1, 100_000, 500);
+        const offset = wholeOption(values.offset as string | undefined, 'offset', 0, 100_000_000, 0);
+        const entries = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit, offset));
+        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || (offset ? 'no entries this far back\n' : 'no activity yet\n'));
+        // Older entries are a page further: said where a person reads, never inside --json output.
+        if (entries.length === limit) out.stderr(`the newest ${offset + 1}–${offset + limit} entries; older ones: --offset ${offset + limit}\n`);
         return 0;
       }
       // Reading [READ-1][READ-2]: the CLI reads as the operator (every partition).
@@ -493,6 +497,13 @@ export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
   if (isIoError(err)) return `E_IO: the disk or file system failed (${String(e!.code)}: ${message}); check it, then ${kept}\n`;
   const stack = env.KNOWLEDGE_DEBUG === '1' && typeof e?.stack === 'string' ? `${e.stack}\n` : '';
   return `E_INTERNAL: ${message} (a bug: KNOWLEDGE_DEBUG=1 shows where)\n${stack}`;
+}
+
+/** A whole-number option from `min` to `max`; `dflt` when absent. */
+function wholeOption(v: string | undefined, name: string, min: number, max: number, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!/^\d{1,9}$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(v)}`);
+  return Number(v);
 }
 
 /** `--port`: 0 (any free port) to 65535; the Gateway's default when absent. */

@@ -15,7 +15,7 @@ import { OPERATOR } from '../access.js';
 import type { KnowledgeService } from '../service.js';
 import { loadAssets, type Asset } from './assets.js';
 import { checkUrlLength, readParams, required, type Params } from './params.js';
-import { instantOption } from '../read/query.js';
+import { instantOption, MAX_OFFSET } from '../read/query.js';
 import { WRITE_HEADER, bearerMatches, hostAllowed, sameOriginWrite } from './auth.js';
 
 export interface GatewayOptions {
@@ -140,10 +140,16 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
 
   app.use('*', async (c, next) => {
     checkUrlLength(c.req.url);
-    // The request URL's host is the Host header as received (the Node adapter builds it from that header).
-    const host = new URL(c.req.url).host;
-    if (opts.allowedHosts && !hostAllowed(host, opts.allowedHosts)) {
-      throw new KnowledgeError('E_DENIED', `this Gateway answers only to ${opts.allowedHosts.join(', ')} (Host ${JSON.stringify(host.slice(0, 100))} refused)`);
+    // The Host header as received, and the request URL's host: the Node adapter builds the URL from the Host header,
+    // except for a request target in absolute form (`GET http://127.0.0.1:8484/api/… HTTP/1.1`), whose own host it
+    // takes. Both must be this Gateway's, so an absolute target cannot carry a foreign Host past the check.
+    if (opts.allowedHosts) {
+      const header = c.req.header('host');
+      for (const host of [new URL(c.req.url).host, ...(header !== undefined ? [header] : [])]) {
+        if (!hostAllowed(host, opts.allowedHosts)) {
+          throw new KnowledgeError('E_DENIED', `this Gateway answers only to ${opts.allowedHosts.join(', ')} (Host ${JSON.stringify(host.slice(0, 100))} refused)`);
+        }
+      }
     }
     await next();
   });
@@ -215,8 +221,8 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
 
   // --- Activity & issues [SURF-2][GIT-14][GIT-16] --------------------------------
   app.get('/api/activity', (c) => {
-    const p = readParams(c.req.url, ['limit']);
-    return c.json(svc.activity(intParam(p, 'limit', 1, 500, 200)));
+    const p = readParams(c.req.url, ['limit', 'offset']);
+    return c.json(svc.activity(intParam(p, 'limit', 1, 500, 200), intParam(p, 'offset', 0, MAX_OFFSET, 0)));
   });
 
   app.get('/api/publications/:id', (c) => {

@@ -155,8 +155,14 @@ export function setIssueCount(entries) {
 }
 
 /** `onChange` is told after a retry or scan changed something (the shell refreshes its banner). */
+/** Entries a page of Activity shows; older ones are a page further (`offset`). */
+const PAGE = 200;
+
 export function viewActivity(params, onChange) {
   const onlyIssues = params.get('show') === 'issues';
+  const offset = /^\d{1,7}$/.test(params.get('offset') ?? '') ? Number(params.get('offset')) : 0;
+  const pageUrl = `/api/activity?limit=${PAGE}${offset ? `&offset=${offset}` : ''}`;
+  const pageHref = (o) => `#/activity${[onlyIssues ? 'show=issues' : '', o ? `offset=${o}` : ''].filter(Boolean).join('&').replace(/^./, (c) => `?${c}`)}`;
   const box = h('div');
   const summary = h('div', { class: 'summary', role: 'status' });
   const scanResult = h('div');
@@ -174,18 +180,26 @@ export function viewActivity(params, onChange) {
       : h('p', { class: 'note ok' }, entries.length ? 'Every publication, attachment and scan is committed to the local Git history.' : ''));
     const shown = onlyIssues ? issues : entries;
     if (shown.length === 0) {
+      if (offset > 0) return h('div', {}, emptyBox(onlyIssues && entries.length ? 'No issues on this page.' : 'No entries this far back.', h('a', { href: pageHref(0) }, 'Show the newest')), olderNewer(entries.length));
       return onlyIssues && entries.length
         ? emptyBox('No issues.', 'Every checkpoint is committed. ', h('a', { href: '#/activity' }, 'Show everything'))
         : emptyBox('No activity yet.', 'Publications, attachments and scans appear here with their Git state.');
     }
-    return h('ol', { class: 'entries' }, shown.map((e) => activityEntry(e, quietRefresh)));
+    return h('div', {}, h('ol', { class: 'entries' }, shown.map((e) => activityEntry(e, quietRefresh))), olderNewer(entries.length));
   };
+  // Every entry can be reached: a full page has older ones after it.
+  const olderNewer = (returned) => (offset > 0 || returned === PAGE
+    ? h('nav', { class: 'pager', 'aria-label': 'Pages' },
+      h('span', { class: 'muted' }, returned ? `entries ${offset + 1}–${offset + returned}, newest first` : 'no entries this far back'),
+      offset > 0 ? h('a', { class: 'button', href: pageHref(Math.max(0, offset - PAGE)) }, '← Newer') : null,
+      returned === PAGE ? h('a', { class: 'button', href: pageHref(offset + PAGE) }, 'Older →') : null)
+    : null);
 
   // After a retry other entries may have changed too (batches commit in order):
   // update the list in place, keeping the retried entry's focus.
   async function quietRefresh() {
     try {
-      const entries = await api('/api/activity');
+      const entries = await api(pageUrl);
       setIssueCount(entries);
       const list = box.querySelector('ol.entries');
       if (!list) return;
@@ -200,7 +214,7 @@ export function viewActivity(params, onChange) {
     } catch { /* the next explicit refresh shows the error */ }
   }
 
-  const load = () => into(box, 'Loading activity…', () => api('/api/activity'), renderList);
+  const load = () => into(box, 'Loading activity…', () => api(pageUrl), renderList);
   refreshBtn.addEventListener('click', load);
   scanBtn.addEventListener('click', async () => {
     scanBtn.disabled = true;

@@ -20,7 +20,10 @@ export class ApiError extends Error {
 export function takeTokenFromHash() {
   const m = /^#token=([^&]*)/.exec(location.hash);
   if (!m) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  // Badly escaped (`%E0`): taken as written, and never left in the address bar either.
+  let token = m[1];
+  try { token = decodeURIComponent(m[1]); } catch { /* as written */ }
+  sessionStorage.setItem(TOKEN_KEY, token);
   // Drop the token from the address bar and the history.
   history.replaceState(null, '', `${location.pathname}#/recent`);
 }

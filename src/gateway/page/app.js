@@ -52,11 +52,13 @@ function recordItem(r) {
 }
 
 function pager(base, params, offset, limit, returned, total, nextOffset) {
-  const from = total === 0 ? 0 : offset + 1;
-  const to = offset + returned;
-  const prev = offset > 0 ? h('a', { class: 'button', href: `${base}${query({ ...params, offset: Math.max(0, offset - limit) || undefined })}` }, '← Previous') : null;
+  // Past the end (a stale link): no impossible "101–100 of 72", and Previous goes to the last page there is.
+  const past = returned === 0 && offset > 0;
+  const range = past ? `nothing past ${total}` : `${total === 0 ? 0 : offset + 1}–${offset + returned} of ${total}`;
+  const prevOffset = Math.max(0, past ? Math.floor(Math.max(0, total - 1) / limit) * limit : offset - limit);
+  const prev = offset > 0 ? h('a', { class: 'button', href: `${base}${query({ ...params, offset: prevOffset || undefined })}` }, '← Previous') : null;
   const next = nextOffset !== null ? h('a', { class: 'button', href: `${base}${query({ ...params, offset: nextOffset })}` }, 'Next →') : null;
-  return h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('span', { class: 'muted' }, `${from}–${to} of ${total}`), prev, next);
+  return h('nav', { class: 'pager', 'aria-label': 'Pages' }, h('span', { class: 'muted' }, range), prev, next);
 }
 
 function selectField(name, label, options, value, anyLabel = 'any') {
@@ -216,9 +218,16 @@ async function refreshNotice() {
   } catch { /* the view shows the error */ }
 }
 
+/** What the shell shows besides the view: the store line, the notice, the issue count. */
+async function refreshShell() {
+  await refreshNotice();
+  try { setIssueCount(await api('/api/activity')); } catch { /* shown by the views */ }
+}
+
 async function start() {
   takeTokenFromHash();
-  onRerender(route);
+  // After a token is entered in the form: the view and the shell, which could not load without it.
+  onRerender(() => { route(); void refreshShell(); });
   window.addEventListener('hashchange', () => { if (location.hash.startsWith('#/') || location.hash === '') route(); });
   document.getElementById('quick-search').addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -238,8 +247,7 @@ async function start() {
     (main.querySelector('h1') ?? main).focus();
   });
   route();
-  await refreshNotice();
-  try { setIssueCount(await api('/api/activity')); } catch { /* shown by the views */ }
+  await refreshShell();
 }
 
 start();
