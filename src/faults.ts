@@ -19,7 +19,9 @@ export type CrashPoint =
   | 'attach-after-acknowledge'
   // Scans [SCAN-3]
   | 'scan-mid-stage'
-  | 'scan-after-enqueue';
+  | 'scan-after-enqueue'
+  // Creating a store [LAY-1, LAY-3]
+  | 'init-before-manifest';
 
 export function crashPoint(name: CrashPoint): void {
   if (process.env.KNOWLEDGE_CRASH_AT === name) process.kill(process.pid, 'SIGKILL');

@@ -289,6 +289,25 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
     });
   }
 
+  it('an init cut short after drawing its id (killed before its manifest) is finished by the next init, as it was asked', () => {
+    const killed = cli(sb, ['init', 'st', '--read-only'], { env: { KNOWLEDGE_CRASH_AT: 'init-before-manifest' } });
+    expect(killed.stderr).toMatch(/signal SIGKILL/);
+    expect(existsSync(join(sb.dir, 'st', 'state.sqlite'))).toBe(true);
+    expect(existsSync(join(sb.dir, 'st', 'vault', 'vault.json'))).toBe(false);
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'), { readonly: true });
+    const drawn = db.prepare("SELECT value FROM meta WHERE key = 'vault_id'").pluck().get();
+    db.close();
+    // Not "incomplete, refusing to recreate it": it never was a store anyone used.
+    const again = cli(sb, ['init', 'st', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ created: true, vaultId: drawn, writesEnabled: false });
+    expect(JSON.parse(readFileSync(join(sb.dir, 'st', 'vault', 'vault.json'), 'utf8')).vaultId).toBe(drawn);
+    expect(cli(sb, ['list', '--store', 'st', '--json']).code).toBe(0);
+    // Complete now: losing its manifest again is [LAY-3]'s case, refused.
+    rmSync(join(sb.dir, 'st', 'vault', 'vault.json'));
+    expect(cli(sb, ['init', 'st']).stderr).toMatch(/^E_UNAVAILABLE: store .* is incomplete/);
+  });
+
   it('a store removed as a whole is not recreated either; init says how to forget it on purpose', () => {
     cli(sb, ['init', 'st']);
     rmSync(join(sb.dir, 'st'), { recursive: true });

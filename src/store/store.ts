@@ -3,12 +3,13 @@
  * store that lost its vault, manifest or database is E_UNAVAILABLE and is
  * never recreated empty [LAY-3].
  */
-import { existsSync, readFileSync, lstatSync, statfsSync, type Stats } from 'node:fs';
+import { existsSync, readFileSync, lstatSync, rmSync, statfsSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
 import { KnowledgeError, isDiskFull, isIoError } from '../errors.js';
+import { crashPoint } from '../faults.js';
 import { openDatabase, getMeta, setMeta, type DB } from './db.js';
 import { storePaths, VAULT_FORMAT, type StorePaths } from './layout.js';
 import { Registry, knowledgeHome, type StoreSettings } from './registry.js';
@@ -60,7 +61,11 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
       `${root} is inside the vault of the store ${enclosing}: a store keeps its state.sqlite outside its vault; use that store (--store ${enclosing}) or create one in a folder outside it`,
     );
   }
-  if (known || hasManifest || hasDb) {
+  // An init cut short (killed, or a full disk) after its database but before its manifest: never a store anyone
+  // used (it had no manifest, so nothing opened it), so this init finishes it, under the id it had drawn.
+  const unfinished = hasDb && !hasManifest && !known ? unfinishedInit(paths) : null;
+  if (unfinished === 'no-id') for (const f of [paths.database, `${paths.database}-wal`, `${paths.database}-shm`]) rmSync(f, { force: true });
+  if ((known || hasManifest || hasDb) && unfinished === null) {
     throw new KnowledgeError(
       'E_UNAVAILABLE',
       `store ${root} is incomplete (${describeMissing(hasVault, hasManifest, hasDb)}); refusing to recreate it [LAY-3]` +
@@ -79,27 +84,82 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     throw creationFailure(err, `cannot keep the registry in ${registry.home} (KNOWLEDGE_HOME)`);
   }
   if (!isDirectory(registry.home)) throw new KnowledgeError('E_UNAVAILABLE', `cannot keep the registry in ${registry.home} (KNOWLEDGE_HOME): it is not a directory`);
-  const manifest: VaultManifest = { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: new Date().toISOString() };
+  const resumed = unfinished !== null && unfinished !== 'no-id' ? unfinished : null;
+  const manifest: VaultManifest = resumed
+    ? { format: VAULT_FORMAT, vaultId: resumed.vaultId, createdAt: resumed.createdAt }
+    : { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: new Date().toISOString() };
+  const writesEnabled = resumed ? resumed.writesEnabled : !opts.readOnly;
   try {
     mkdirDurable(paths.vault);
     mkdirDurable(paths.staging);
     // Keep our recovery files out of the user's `git status` without touching
     // any git configuration: a .gitignore inside the folder ignores the folder.
     atomicWrite(`${paths.history}/.gitignore`, '# Knowledge recovery files: never committed [GIT-13]\n*\n');
-    const db = openDatabase(paths.database, { create: true });
-    try {
-      setMeta(db, 'vault_id', manifest.vaultId);
-      setMeta(db, 'created_at', manifest.createdAt);
-      setMeta(db, WRITES_ENABLED_META, opts.readOnly ? '0' : '1');
-    } finally {
-      db.close();
+    if (!resumed) {
+      const db = openDatabase(paths.database, { create: true });
+      try {
+        // Marked unfinished first, in the same transaction as the id: an init cut short from here on is finished by the next.
+        db.transaction(() => {
+          setMeta(db, INIT_UNFINISHED_META, '1');
+          setMeta(db, 'vault_id', manifest.vaultId);
+          setMeta(db, 'created_at', manifest.createdAt);
+          setMeta(db, WRITES_ENABLED_META, writesEnabled ? '1' : '0');
+        })();
+      } finally {
+        db.close();
+      }
     }
+    crashPoint('init-before-manifest');
     atomicWrite(paths.manifest, JSON.stringify(manifest, null, 2) + '\n');
-    registry.put(root, { vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, createdAt: manifest.createdAt });
+    registry.put(root, { vaultId: manifest.vaultId, writesEnabled, createdAt: manifest.createdAt });
   } catch (err) {
     throw creationFailure(err, `cannot create the store ${root}`);
   }
-  return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: !opts.readOnly, created: true };
+  clearUnfinishedMark(paths);
+  return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled, created: true };
+}
+
+/** Kept in state.sqlite from the moment an init draws its vault id until the store is complete (manifest, registry). */
+const INIT_UNFINISHED_META = 'init_unfinished';
+
+/**
+ * What an init cut short left in a database without a manifest: its id and settings to finish with, 'no-id' when
+ * it was cut short before the id was written (an empty database, made again), or null: a database of a store that
+ * was complete and lost its manifest since, which is never recreated [LAY-3].
+ */
+function unfinishedInit(paths: StorePaths): { vaultId: string; createdAt: string; writesEnabled: boolean } | 'no-id' | null {
+  let db: InstanceType<typeof Database>;
+  try {
+    db = new Database(paths.database, { fileMustExist: true });
+  } catch {
+    return null;
+  }
+  try {
+    const hasMeta = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'").get() !== undefined;
+    const meta = (key: string) => (hasMeta ? (db.prepare('SELECT value FROM meta WHERE key = ?').pluck().get(key) as string | undefined) : undefined);
+    const vaultId = meta('vault_id');
+    if (vaultId === undefined) return 'no-id';
+    if (meta(INIT_UNFINISHED_META) !== '1') return null;
+    return { vaultId, createdAt: meta('created_at') ?? new Date().toISOString(), writesEnabled: meta(WRITES_ENABLED_META) !== '0' };
+  } catch {
+    return null;
+  } finally {
+    db.close();
+  }
+}
+
+/** The store is complete: the mark goes (best effort; while it stays, it only matters to a store without a manifest). */
+function clearUnfinishedMark(paths: StorePaths): void {
+  try {
+    const db = openDatabase(paths.database, { create: false });
+    try {
+      db.prepare('DELETE FROM meta WHERE key = ?').run(INIT_UNFINISHED_META);
+    } finally {
+      db.close();
+    }
+  } catch {
+    /* left for a later init */
+  }
 }
 
 /** Whether the file system holding `dir` has no space left for an unprivileged writer (false when that cannot be told). */
