@@ -467,7 +467,7 @@ export class KnowledgeService {
         ? batchGitState(this.store.db, r.batch_id)
         : r.status === 'journaled' && !r.failure
           // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
-          ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not installed yet: the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
+          ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
           : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
       detail: { partition: r.partition, status: r.status },
     })).concat(attachmentActivity(this.store.db, upTo), scanActivity(this.store.db, upTo))

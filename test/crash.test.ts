@@ -57,10 +57,17 @@ describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly o
     expect(killed.code).toBeNull();
     const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string; git: { state: string; code?: string; reason?: string } }>;
     expect(act).toHaveLength(2); // newest first: the cut-short one, then the earlier publication
-    expect(act[0]!.git).toMatchObject({ state: 'pending', code: 'waiting', reason: expect.stringMatching(new RegExp(`^journaled, not installed yet: .*knowledge resume ${act[0]!.id}`)) });
+    expect(act[0]!.git).toMatchObject({ state: 'pending', code: 'waiting', reason: expect.stringMatching(new RegExp(`^journaled, not finished yet \\(its files installed and acknowledged\\): .*knowledge resume ${act[0]!.id}`)) });
     const resumed = cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(JSON.parse(resumed.stdout).git.state).toBe('committed');
+  });
+
+  it('killed after its acknowledgement, before any checkpoint attempt: the receipt says no attempt is recorded, and how one is made', () => {
+    const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'after-acknowledge' } });
+    expect(killed.code).toBeNull();
+    const receipt = JSON.parse(cli(sb, ['receipt', '--store', 'st', RID, '--json']).stdout) as { git: { state: string; code?: string; reason?: string } };
+    expect(receipt.git).toEqual({ state: 'pending', code: 'waiting', reason: expect.stringMatching(/^no checkpoint attempt recorded yet \(one cut short by a crash or a full disk is not recorded\); knowledge resume/) });
   });
 
   it('a journaled publication is finished by the next writer that opens the store', () => {

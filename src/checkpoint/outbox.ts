@@ -101,7 +101,9 @@ export function batchGitState(db: DB, batchId: number | null): GitState {
 function ownState(row: BatchRow): GitState {
   if (row.state === 'committed') return { state: 'committed', commit: row.commit_id! };
   if (row.last_state === 'unavailable') return { state: 'unavailable', reason: row.last_reason ?? 'git cannot be run' };
-  return { state: 'pending', code: (row.last_code ?? 'waiting') as PendingCode, reason: row.last_reason ?? 'checkpoint not attempted yet' };
+  // No attempt recorded: none was made yet, or one was cut short before it could be recorded (a crash, or a full
+  // disk under state.sqlite, whose reason only that command's own answer could give).
+  return { state: 'pending', code: (row.last_code ?? 'waiting') as PendingCode, reason: row.last_reason ?? 'no checkpoint attempt recorded yet (one cut short by a crash or a full disk is not recorded); knowledge resume, or the next write or scan, makes one' };
 }
 
 export interface DrainResult {
