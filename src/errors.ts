@@ -20,8 +20,9 @@ export class KnowledgeError extends Error {
   readonly code: ErrorCode;
   readonly details: Record<string, unknown> | undefined;
 
-  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
-    super(message);
+  /** `cause`: the error this one stands for (its stack is what KNOWLEDGE_DEBUG=1 shows for an E_INTERNAL). */
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, opts?: { cause?: unknown }) {
+    super(message, opts?.cause !== undefined ? { cause: opts.cause } : undefined);
     this.name = 'KnowledgeError';
     this.code = code;
     this.details = details;
@@ -38,6 +39,12 @@ export function isDiskFull(err: unknown): boolean {
 export function isIoError(err: unknown): boolean {
   const code = (err as { code?: string } | null)?.code;
   return typeof code === 'string' && (code.startsWith('SQLITE_IOERR') || code === 'EIO' || code === 'EROFS' || code === 'SQLITE_READONLY');
+}
+
+/** An error of the file system (an errno code such as EACCES, EMFILE, ENOSPC), as Node reports it. */
+export function isErrnoError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^E[A-Z0-9]+$/.test(code) && !(err instanceof KnowledgeError);
 }
 
 export function isKnowledgeError(err: unknown): err is KnowledgeError {

@@ -5,7 +5,7 @@
  * Pipeline: validate -> journal -> install -> acknowledge -> checkpoint.
  */
 import { statSync } from 'node:fs';
-import { KnowledgeError, isDiskFull, isIoError, isKnowledgeError } from './errors.js';
+import { KnowledgeError, isDiskFull, isErrnoError, isIoError, isKnowledgeError } from './errors.js';
 import { openStore, type Store } from './store/store.js';
 import { partitionOfPath } from './store/layout.js';
 import { isDirectory, isFile } from './fsutil.js';
@@ -490,11 +490,13 @@ function inodeOf(path: string): string | null {
  * A failure after a publication was journaled: it is kept (its bytes are in
  * state.sqlite) and finished by `resume`, or by the same request id again —
  * never by publishing it again, which would make a second publication. So
- * the error names both ids [PUB-5]. A full or failing disk is E_IO; our own
- * coded errors keep their code; anything else is a bug (E_INTERNAL).
+ * the error names both ids [PUB-5]. A full or failing disk, or any other
+ * error of the file system, is E_IO; our own coded errors keep their code;
+ * anything else is a bug (E_INTERNAL), whose stack KNOWLEDGE_DEBUG=1 shows.
  */
-function keptButUnfinished(err: unknown, publicationId: string, requestId: string): KnowledgeError {
-  const code = isKnowledgeError(err) ? err.code : isDiskFull(err) || isIoError(err) ? 'E_IO' : 'E_INTERNAL';
+export function keptButUnfinished(err: unknown, publicationId: string, requestId: string): KnowledgeError {
+  // The file system's own errors (EACCES, EMFILE, …) are I/O, not bugs, as they were before the ids were named.
+  const code = isKnowledgeError(err) ? err.code : isDiskFull(err) || isIoError(err) || isErrnoError(err) ? 'E_IO' : 'E_INTERNAL';
   const cause = (err instanceof Error ? err.message : String(err)).split('\n')[0];
   const fix = isDiskFull(err) ? 'free space, then finish it' : 'finish it';
   return new KnowledgeError(
@@ -502,5 +504,6 @@ function keptButUnfinished(err: unknown, publicationId: string, requestId: strin
     `publication ${publicationId} (request ${requestId}) is journaled and kept, but could not be installed and acknowledged: ${cause}; ` +
       `${fix} with \`knowledge resume ${publicationId}\` (or the same request id again): publishing it anew would make a second publication`,
     { publicationId, requestId },
+    { cause: err },
   );
 }

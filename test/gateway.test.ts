@@ -339,6 +339,10 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     const cliPage = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '2', '--offset', '2']);
     expect((JSON.parse(cliPage.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(2, 4));
     expect(cliPage.stderr).toBe('the newest 3–4 entries; older ones: --offset 4\n');
+    // Exactly the last entries: no promise of older ones.
+    const last = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '2', '--offset', String(ids.length - 2)]);
+    expect((JSON.parse(last.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(-2));
+    expect(last.stderr).toBe('');
   });
 
   it('answers only Host headers it was told to (DNS rebinding)', async () => {

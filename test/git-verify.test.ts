@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, gitWrapper, userGit, type Sandbox } from './helpers.js';
 
 /**
  * `knowledge verify` against real repositories: a healthy store passes (exit
@@ -137,6 +137,11 @@ describe('knowledge verify', () => {
     expect(noGit.code).toBe(1);
     expect(codes(noGit)).toEqual(['git-unavailable']);
     expect(noGit.stderr).toMatch(/^E_UNAVAILABLE: verify found 1 problem in \S+: git-unavailable\n$/);
+    // Git runs but cannot read the history: nothing was found to disagree either.
+    const failingLog = gitWrapper(sb, 'failing-log-git', ['for a in "$@"; do [ "$a" = log ] && { echo "fatal: simulated read failure" >&2; exit 128; }; done']);
+    const unreadable = verify({ KNOWLEDGE_GIT: failingLog });
+    expect(codes(unreadable)).toEqual(['repository-unreadable']);
+    expect(unreadable.stderr).toMatch(/^E_UNAVAILABLE: verify found 1 problem in \S+: repository-unreadable\n$/);
     rmSync(join(vault, '.git'), { recursive: true, force: true });
     const gone = verify();
     expect(gone.code).toBe(1);

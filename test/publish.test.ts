@@ -294,7 +294,7 @@ describe('[PUB-5] a failure after the journal names the publication and its requ
     write('kept.md', '---\nkind: page\ntitle: Kept\n---\nbody\n');
     const failed = publish(['kept.md']);
     expect(failed.code).toBe(1);
-    const m = /^E_\w+: publication (pub-\S+) \(request (\S+)\) is journaled and kept, but could not be installed and acknowledged: simulated: database or disk is full; finish it with `knowledge resume \1` \(or the same request id again\): publishing it anew would make a second publication\n$/.exec(failed.stderr);
+    const m = /^E_INTERNAL: publication (pub-\S+) \(request (\S+)\) is journaled and kept, but could not be installed and acknowledged: simulated: database or disk is full; finish it with `knowledge resume \1` \(or the same request id again\): publishing it anew would make a second publication\n$/.exec(failed.stderr);
     expect(m, failed.stderr).not.toBeNull();
     const db2 = new Database(join(sb.dir, 'st', 'state.sqlite'));
     db2.exec('DROP TRIGGER refuse');

@@ -116,6 +116,11 @@ describe('[READ-1] exact lookup: id, then title, then alias', () => {
     expect(s.lookup(OP, '𞤢𞤣𞤤𞤢𞤥 𞤨𞤵𞤤𞤢𞤪')).toMatchObject({ status: 'found', record: { id: 'rec-adl' } }); // all lowercase of a title-case title
     expect(s.lookup(OP, '𞤀𞤁𞤂𞤀𞤃 𞤆𞤓𞤂𞤀𞤈')).toMatchObject({ status: 'found', record: { id: 'rec-adl' } }); // all uppercase
     expect(s.lookup(OP, 'ꮳꮃꭹ')).toEqual({ status: 'missing' }); // a word of the title is not the title
+    // Words of two scripts, each in its usual case, asked in the other: every combination of the words' cases.
+    publish([{ id: 'rec-mix', title: 'ᏣᎳᎩ ქართული', body: 'ᏣᎳᎩ ქართული' }]);
+    expect(s.lookup(OP, 'ꮳꮃꭹ ქართული')).toMatchObject({ status: 'found', record: { id: 'rec-mix' } });
+    expect(s.lookup(OP, 'ᏣᎳᎩ ᲥᲐᲠᲗᲣᲚᲘ')).toMatchObject({ status: 'found', record: { id: 'rec-mix' } });
+    expect(s.search(OP, { query: 'ꮳꮃꭹ ᲥᲐᲠᲗᲣᲚᲘ', mode: 'phrase' }).results.map((r) => r.id)).toEqual(['rec-mix']);
   });
 
   it('reports two records with the same title as ambiguous, with both candidates', () => {

@@ -141,7 +141,9 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     writeFileSync(join(sb.dir, 'a.md'), page);
     const r = cli(sb, ['publish', '--store', 'st', 'a.md', '--json'], { env: { KNOWLEDGE_GIT_TIMEOUT_MS: '30s' } });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^E_VALIDATION: KNOWLEDGE_GIT_TIMEOUT_MS must be a whole number above 0, got "30s"/);
+    expect(r.stderr).toMatch(/^E_VALIDATION: KNOWLEDGE_GIT_TIMEOUT_MS must be a whole number from 1 to 2147483647, got "30s"/);
+    // Past what a timer can hold, Node would fire it at once: every Git call would "time out".
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md'], { env: { KNOWLEDGE_GIT_TIMEOUT_MS: '99999999999' } }).stderr).toMatch(/^E_VALIDATION: KNOWLEDGE_GIT_TIMEOUT_MS must be a whole number from 1 to 2147483647/);
     expect(JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout).records).toEqual([]);
     expect(cli(sb, ['publish', '--store', 'st', 'a.md'], { env: { KNOWLEDGE_GIT_TIMEOUT_MS: '30000' } }).code).toBe(0);
   });
@@ -306,6 +308,19 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
     // Complete now: losing its manifest again is [LAY-3]'s case, refused.
     rmSync(join(sb.dir, 'st', 'vault', 'vault.json'));
     expect(cli(sb, ['init', 'st']).stderr).toMatch(/^E_UNAVAILABLE: store .* is incomplete/);
+  });
+
+  it('a state.sqlite that is not Knowledge\'s (another program\'s database) is never touched by init', () => {
+    mkdirSync(join(sb.dir, 'proj'));
+    const theirs = new Database(join(sb.dir, 'proj', 'state.sqlite'));
+    theirs.exec("CREATE TABLE important(x); INSERT INTO important VALUES ('keep me')");
+    theirs.close();
+    const r = cli(sb, ['init', 'proj']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: store .* is incomplete/);
+    const after = new Database(join(sb.dir, 'proj', 'state.sqlite'), { readonly: true });
+    expect(after.prepare('SELECT x FROM important').pluck().all()).toEqual(['keep me']);
+    after.close();
   });
 
   it('a store removed as a whole is not recreated either; init says how to forget it on purpose', () => {

@@ -266,9 +266,12 @@ const afterReceipts = new WeakMap<Store, string[]>();
 
 function noteAfterReceipts(store: Store, note: string): void {
   const notes = afterReceipts.get(store) ?? [];
-  notes.push(note);
+  // A long-running Gateway reads them only when it closes (verify reports an index left behind meanwhile): a few
+  // distinct ones are kept, not one per failed write.
+  if (notes.length < AFTER_RECEIPTS_KEPT && !notes.includes(note)) notes.push(note);
   afterReceipts.set(store, notes);
 }
+const AFTER_RECEIPTS_KEPT = 20;
 
 const draining = new WeakMap<Store, Promise<unknown>>();
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { errorLine } from './main.js';
 import { KnowledgeError } from '../errors.js';
+import { keptButUnfinished } from '../service.js';
 
 /** Appendix A: a rejected request prints one line on stderr, starting with a stable code. */
 describe('errorLine', () => {
@@ -27,5 +28,16 @@ describe('errorLine', () => {
     const debug = errorLine(bug, { KNOWLEDGE_DEBUG: '1' });
     expect(debug.startsWith(line)).toBe(true);
     expect(debug.slice(line.length)).toMatch(/^TypeError: x is not a function/);
+  });
+
+  it('a publication kept after its journal: a file-system error is E_IO, a bug E_INTERNAL with its own stack on request', () => {
+    const errno = (code: string) => Object.assign(new Error(`${code}: refused, mkdir '/v/private'`), { code });
+    for (const code of ['EACCES', 'EPERM', 'EMFILE', 'ENOSPC', 'EIO']) expect(keptButUnfinished(errno(code), 'pub-1', 'req-1').code, code).toBe('E_IO');
+    expect(keptButUnfinished(sqliteFull, 'pub-1', 'req-1').code).toBe('E_IO');
+    expect(keptButUnfinished(new KnowledgeError('E_TOO_LARGE', 'x'), 'pub-1', 'req-1').code).toBe('E_TOO_LARGE');
+    const wrapped = keptButUnfinished(bug, 'pub-1', 'req-1');
+    expect(wrapped.code).toBe('E_INTERNAL');
+    expect(errorLine(wrapped, {})).toMatch(/^E_INTERNAL: publication pub-1 \(request req-1\) is journaled and kept, but could not be installed and acknowledged: x is not a function;[^\n]*\n$/);
+    expect(errorLine(wrapped, { KNOWLEDGE_DEBUG: '1' })).toMatch(/\nTypeError: x is not a function/);
   });
 });

@@ -81,14 +81,15 @@ function storeDir(values: Record<string, unknown>, env: NodeJS.ProcessEnv): stri
 }
 
 export function gitOptionsFromEnv(env: NodeJS.ProcessEnv) {
-  return { gitPath: env.KNOWLEDGE_GIT || undefined, pathEnv: env.PATH, timeoutMs: positiveIntegerFromEnv(env, 'KNOWLEDGE_GIT_TIMEOUT_MS') };
+  // A timer longer than 2^31 - 1 ms fires at once in Node (TimeoutOverflowWarning): the largest timeout that works.
+  return { gitPath: env.KNOWLEDGE_GIT || undefined, pathEnv: env.PATH, timeoutMs: positiveIntegerFromEnv(env, 'KNOWLEDGE_GIT_TIMEOUT_MS', 2 ** 31 - 1) };
 }
 
-/** A setting given in the environment as a whole number above 0; unset or empty: the default. Anything else is named, not guessed. */
-function positiveIntegerFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+/** A setting given in the environment as a whole number from 1 to `max`; unset or empty: the default. Anything else is named, not guessed. */
+function positiveIntegerFromEnv(env: NodeJS.ProcessEnv, name: string, max = Number.MAX_SAFE_INTEGER): number | undefined {
   const v = env[name];
   if (v === undefined || v === '') return undefined;
-  if (!/^\d{1,15}$/.test(v) || Number(v) === 0) throw new KnowledgeError('E_VALIDATION', `${name} must be a whole number above 0, got ${JSON.stringify(v)}`);
+  if (!/^\d{1,16}$/.test(v) || Number(v) === 0 || Number(v) > max) throw new KnowledgeError('E_VALIDATION', `${name} must be a whole number from 1 to ${max}, got ${JSON.stringify(v)}`);
   return Number(v);
 }
 
@@ -129,12 +130,14 @@ function renderVerify(r: VerifyReport): string {
 
 /**
  * verify's one line on stderr when it exits 1, starting with a stable code as
- * every rejection does (Appendix A): E_UNAVAILABLE when Git could not be run to
- * check, E_CONFLICT when the store and its repository disagree.
+ * every rejection does (Appendix A): E_UNAVAILABLE when Git could not be run or
+ * could not read the repository to check, E_CONFLICT when the store and its
+ * repository disagree.
  */
 function verifyFailureLine(r: VerifyReport): string {
   const codes = [...new Set(r.problems.map((p) => p.code))];
-  const code = codes.length === 1 && codes[0] === 'git-unavailable' ? 'E_UNAVAILABLE' : 'E_CONFLICT';
+  // Git could not be run, or could not read the repository (it timed out, say): nothing was found to disagree.
+  const code = codes.every((c) => c === 'git-unavailable' || c === 'repository-unreadable') ? 'E_UNAVAILABLE' : 'E_CONFLICT';
   const n = r.problems.length;
   return `${code}: verify found ${n} problem${n === 1 ? '' : 's'} in ${r.store}: ${codes.join(', ')}`;
 }
@@ -345,10 +348,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length !== 0) throw new UsageError('activity takes no arguments');
         const limit = wholeOption(values.limit as string | undefined, 'limit', 1, 100_000, 500);
         const offset = wholeOption(values.offset as string | undefined, 'offset', 0, 100_000_000, 0);
-        const entries = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit, offset));
+        // One more than shown: whether older entries exist.
+        const asked = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit + 1, offset));
+        const entries = asked.slice(0, limit);
         emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || (offset ? 'no entries this far back\n' : 'no activity yet\n'));
         // Older entries are a page further: said where a person reads, never inside --json output.
-        if (entries.length === limit) out.stderr(`the newest ${offset + 1}–${offset + limit} entries; older ones: --offset ${offset + limit}\n`);
+        if (asked.length > limit) out.stderr(`the newest ${offset + 1}–${offset + limit} entries; older ones: --offset ${offset + limit}\n`);
         return 0;
       }
       // Reading [READ-1][READ-2]: the CLI reads as the operator (every partition).
@@ -489,7 +494,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
  */
 export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
   const flat = (s: string) => s.replace(/\s*\n\s*/g, ' ').trim();
-  if (isKnowledgeError(err)) return `${err.code}: ${flat(err.message)}\n`;
+  if (isKnowledgeError(err)) {
+    // A bug wrapped to name what it left behind (a journaled publication): its own stack, on request.
+    const cause = err.cause as { stack?: unknown } | undefined;
+    const stack = err.code === 'E_INTERNAL' && env.KNOWLEDGE_DEBUG === '1' && typeof cause?.stack === 'string' ? `${cause.stack}\n` : '';
+    return `${err.code}: ${flat(err.message)}\n${stack}`;
+  }
   const e = err as { code?: unknown; message?: unknown; stack?: unknown } | null;
   const message = flat(String(e?.message ?? err));
   const kept = 'knowledge activity shows what was kept: resume a kept request (knowledge resume ID) rather than making it again';

@@ -8,6 +8,7 @@ import {
   UNFOLDED_CASE,
   caseVariants,
   columnPhrase,
+  phraseVariants,
   facetTerms,
   facetToken,
   foldKey,
@@ -138,6 +139,10 @@ describe('case the tokenizer does not fold', () => {
     expect(caseVariants('Café Crème')).toEqual(['Café Crème']);
     expect(caseVariants('ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ')).toEqual(['ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ', 'ꮳꮃꭹ ꭶꮼꮒꭿꮝꮧ', 'Ꮳꮃꭹ Ꭶꮼꮒꭿꮝꮧ']);
     expect(columnPhrase('title', 'ქართული', true)).toBe('(title : ^"ქართული" OR title : ^"ᲥᲐᲠᲗᲣᲚᲘ" OR title : ^"Ქართული")');
+    // A phrase: every combination of its words' cases (a Latin word has one), at most MAX_PHRASE_VARIANTS.
+    expect(phraseVariants(['ab', 'ᏣᎳ'])).toEqual(['ab ᏣᎳ', 'ab ꮳꮃ', 'ab Ꮳꮃ']);
+    expect(phraseVariants(Array(3).fill('ᏣᎳ'))).toHaveLength(27);
+    expect(phraseVariants(Array(4).fill('ᏣᎳ'))).toEqual(caseVariants(Array(4).fill('ᏣᎳ').join(' ')));
     expect(matchExpression('ქართული ena', 'all')).toBe('{title aliases body} : (("ქართული" OR "ᲥᲐᲠᲗᲣᲚᲘ" OR "Ქართული") AND "ena")');
   });
 

@@ -76,10 +76,34 @@ export function caseVariants(text: string): string[] {
   return [...new Set([text, lower, text.toUpperCase(), title])];
 }
 
+/** Case variants of a phrase asked for in full (every combination of its words' own); beyond, the phrase's own. */
+export const MAX_PHRASE_VARIANTS = 64;
+
+/**
+ * A phrase in the cases FTS5 must be asked for it: every combination of its
+ * words' caseVariants (one word may be written upper case, the next lower),
+ * up to MAX_PHRASE_VARIANTS; past that, the phrase's own variants.
+ */
+export function phraseVariants(words: readonly string[]): string[] {
+  let out = [''];
+  for (const w of words) {
+    const vs = caseVariants(w);
+    if (out.length * vs.length > MAX_PHRASE_VARIANTS) return caseVariants(words.join(' '));
+    out = out.flatMap((p) => vs.map((v) => (p ? `${p} ${v}` : v)));
+  }
+  return out;
+}
+
 /** One FTS5 string for `text`, or its case variants OR-ed (caseVariants). */
 function ftsStringAnyCase(text: string): string {
   const variants = caseVariants(text);
   return variants.length === 1 ? ftsString(text) : `(${variants.map(ftsString).join(' OR ')})`;
+}
+
+/** One FTS5 phrase of `words`, or its case variants OR-ed (phraseVariants). */
+function ftsPhraseAnyCase(words: readonly string[]): string {
+  const variants = phraseVariants(words);
+  return variants.length === 1 ? ftsString(variants[0]!) : `(${variants.map(ftsString).join(' OR ')})`;
 }
 
 /** The columns user words may match: never `facets`. */
@@ -99,7 +123,7 @@ export function matchExpression(query: string, mode: SearchMode): string | null 
     case 'any':
       return `${TEXT_COLUMNS} : (${words.map(ftsStringAnyCase).join(' OR ')})`;
     case 'phrase':
-      return `${TEXT_COLUMNS} : (${ftsStringAnyCase(words.join(' '))})`;
+      return `${TEXT_COLUMNS} : (${ftsPhraseAnyCase(words)})`;
   }
 }
 
@@ -137,7 +161,7 @@ export function facetTerms(f: { readable: 'all' | readonly string[]; partition?:
 export function columnPhrase(column: 'title' | 'aliases' | 'body', text: string, anchored = false): string | null {
   const words = queryWords(text);
   if (words.length === 0) return null;
-  const phrases = caseVariants(words.join(' ')).map((p) => `${column} : ${anchored ? '^' : ''}${ftsString(p)}`);
+  const phrases = phraseVariants(words).map((p) => `${column} : ${anchored ? '^' : ''}${ftsString(p)}`);
   return phrases.length === 1 ? phrases[0]! : `(${phrases.join(' OR ')})`;
 }
 

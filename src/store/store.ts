@@ -3,7 +3,7 @@
  * store that lost its vault, manifest or database is E_UNAVAILABLE and is
  * never recreated empty [LAY-3].
  */
-import { existsSync, readFileSync, lstatSync, rmSync, statfsSync, type Stats } from 'node:fs';
+import { existsSync, readFileSync, lstatSync, statfsSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -64,7 +64,6 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   // An init cut short (killed, or a full disk) after its database but before its manifest: never a store anyone
   // used (it had no manifest, so nothing opened it), so this init finishes it, under the id it had drawn.
   const unfinished = hasDb && !hasManifest && !known ? unfinishedInit(paths) : null;
-  if (unfinished === 'no-id') for (const f of [paths.database, `${paths.database}-wal`, `${paths.database}-shm`]) rmSync(f, { force: true });
   if ((known || hasManifest || hasDb) && unfinished === null) {
     throw new KnowledgeError(
       'E_UNAVAILABLE',
@@ -123,22 +122,29 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
 const INIT_UNFINISHED_META = 'init_unfinished';
 
 /**
- * What an init cut short left in a database without a manifest: its id and settings to finish with, 'no-id' when
- * it was cut short before the id was written (an empty database, made again), or null: a database of a store that
- * was complete and lost its manifest since, which is never recreated [LAY-3].
+ * What an init cut short left in a database without a manifest: its id and settings to finish with; 'no-id' when
+ * it was cut short after creating Knowledge's schema but before drawing the id (that database, still empty, is
+ * used as it is); or null: anything else — a store that was complete and lost its manifest since, which is never
+ * recreated [LAY-3], or a database that is not Knowledge's at all. Nothing is ever deleted.
  */
 function unfinishedInit(paths: StorePaths): { vaultId: string; createdAt: string; writesEnabled: boolean } | 'no-id' | null {
   let db: InstanceType<typeof Database>;
   try {
-    db = new Database(paths.database, { fileMustExist: true });
+    db = new Database(paths.database, { fileMustExist: true, readonly: true });
   } catch {
     return null;
   }
   try {
-    const hasMeta = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta'").get() !== undefined;
-    const meta = (key: string) => (hasMeta ? (db.prepare('SELECT value FROM meta WHERE key = ?').pluck().get(key) as string | undefined) : undefined);
+    const tables = new Set(db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table'").pluck().all() as string[]);
+    // Knowledge's schema (migrations ran), and nothing written into it yet.
+    const ours = (db.pragma('user_version', { simple: true }) as number) >= 1 && ['meta', 'batches', 'records', 'publications'].every((t) => tables.has(t));
+    if (!ours) return null;
+    const meta = (key: string) => db.prepare('SELECT value FROM meta WHERE key = ?').pluck().get(key) as string | undefined;
     const vaultId = meta('vault_id');
-    if (vaultId === undefined) return 'no-id';
+    if (vaultId === undefined) {
+      const empty = ['batches', 'records', 'publications'].every((t) => db.prepare(`SELECT 1 FROM ${t} LIMIT 1`).get() === undefined);
+      return empty ? 'no-id' : null;
+    }
     if (meta(INIT_UNFINISHED_META) !== '1') return null;
     return { vaultId, createdAt: meta('created_at') ?? new Date().toISOString(), writesEnabled: meta(WRITES_ENABLED_META) !== '0' };
   } catch {

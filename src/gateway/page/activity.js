@@ -157,11 +157,14 @@ export function setIssueCount(entries) {
 /** `onChange` is told after a retry or scan changed something (the shell refreshes its banner). */
 /** Entries a page of Activity shows; older ones are a page further (`offset`). */
 const PAGE = 200;
+/** The API's largest offset (read/query.ts MAX_OFFSET). */
+const MAX_OFFSET = 1_000_000;
 
 export function viewActivity(params, onChange) {
   const onlyIssues = params.get('show') === 'issues';
-  const offset = /^\d{1,7}$/.test(params.get('offset') ?? '') ? Number(params.get('offset')) : 0;
-  const pageUrl = `/api/activity?limit=${PAGE}${offset ? `&offset=${offset}` : ''}`;
+  // At most the API's own largest offset; one entry more than a page is asked for, to know whether older ones exist.
+  const offset = /^\d{1,7}$/.test(params.get('offset') ?? '') ? Math.min(Number(params.get('offset')), MAX_OFFSET) : 0;
+  const pageUrl = `/api/activity?limit=${PAGE + 1}${offset ? `&offset=${offset}` : ''}`;
   const pageHref = (o) => `#/activity${[onlyIssues ? 'show=issues' : '', o ? `offset=${o}` : ''].filter(Boolean).join('&').replace(/^./, (c) => `?${c}`)}`;
   const box = h('div');
   const summary = h('div', { class: 'summary', role: 'status' });
@@ -172,7 +175,9 @@ export function viewActivity(params, onChange) {
     h('a', { class: 'button', href: '#/activity', 'aria-current': onlyIssues ? null : 'true' }, 'Everything'),
     h('a', { class: 'button', href: '#/activity?show=issues', 'aria-current': onlyIssues ? 'true' : null }, 'Issues only'));
 
-  const renderList = (entries) => {
+  const renderList = (asked) => {
+    const more = asked.length > PAGE;
+    const entries = asked.slice(0, PAGE);
     setIssueCount(entries);
     const issues = entries.filter(isIssue);
     summary.replaceChildren(issues.length
@@ -180,26 +185,26 @@ export function viewActivity(params, onChange) {
       : h('p', { class: 'note ok' }, entries.length ? 'Every publication, attachment and scan is committed to the local Git history.' : ''));
     const shown = onlyIssues ? issues : entries;
     if (shown.length === 0) {
-      if (offset > 0) return h('div', {}, emptyBox(onlyIssues && entries.length ? 'No issues on this page.' : 'No entries this far back.', h('a', { href: pageHref(0) }, 'Show the newest')), olderNewer(entries.length));
+      if (offset > 0) return h('div', {}, emptyBox(onlyIssues && entries.length ? 'No issues on this page.' : 'No entries this far back.', h('a', { href: pageHref(0) }, 'Show the newest')), olderNewer(entries.length, more));
       return onlyIssues && entries.length
         ? emptyBox('No issues.', 'Every checkpoint is committed. ', h('a', { href: '#/activity' }, 'Show everything'))
         : emptyBox('No activity yet.', 'Publications, attachments and scans appear here with their Git state.');
     }
-    return h('div', {}, h('ol', { class: 'entries' }, shown.map((e) => activityEntry(e, quietRefresh))), olderNewer(entries.length));
+    return h('div', {}, h('ol', { class: 'entries' }, shown.map((e) => activityEntry(e, quietRefresh))), olderNewer(entries.length, more));
   };
   // Every entry can be reached: a full page has older ones after it.
-  const olderNewer = (returned) => (offset > 0 || returned === PAGE
+  const olderNewer = (returned, more) => (offset > 0 || more
     ? h('nav', { class: 'pager', 'aria-label': 'Pages' },
       h('span', { class: 'muted' }, returned ? `entries ${offset + 1}–${offset + returned}, newest first` : 'no entries this far back'),
       offset > 0 ? h('a', { class: 'button', href: pageHref(Math.max(0, offset - PAGE)) }, '← Newer') : null,
-      returned === PAGE ? h('a', { class: 'button', href: pageHref(offset + PAGE) }, 'Older →') : null)
+      more && offset + PAGE <= MAX_OFFSET ? h('a', { class: 'button', href: pageHref(offset + PAGE) }, 'Older →') : null)
     : null);
 
   // After a retry other entries may have changed too (batches commit in order):
   // update the list in place, keeping the retried entry's focus.
   async function quietRefresh() {
     try {
-      const entries = await api(pageUrl);
+      const entries = (await api(pageUrl)).slice(0, PAGE);
       setIssueCount(entries);
       const list = box.querySelector('ol.entries');
       if (!list) return;
