@@ -682,6 +682,70 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     ]);
   });
 
+  it('a broken record\'s file then deleted, or moved away, is a deleted record: its history stays and its id goes on from its revision', async () => {
+    for (const [how, end] of [['deleted', (p: string) => rmSync(join(vault, p))], ['moved', (p: string) => renameSync(join(vault, p), join(vault, 'private', 'moved-away.md'))]] as const) {
+      const id = `rec-bk-${how}`;
+      const r1 = publish([{ id, title: `Breaks then ${how}`, body: 'one' }]);
+      const path = r1.records[0]!.path;
+      const r2 = publish([{ id, title: `Breaks then ${how}`, body: 'two', extra: 'revision: 1' }]);
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      writeFileSync(join(vault, path), readFileSync(join(vault, path), 'utf8').replace('---\n', '---\nbroken: [by hand\n'));
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      end(path);
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      expect(cli(sb, ['show', '--store', 'st', id]).stderr, how).toMatch(new RegExp(`^E_NOT_FOUND: no record ${id}: its file was deleted; its history still lists every committed version`));
+      const h = await reader().recordHistory(OP, id);
+      expect(h.versions.map((v) => v.commit), how).toEqual(expect.arrayContaining([r2.git.commit, r1.git.commit]));
+      // Not free for another partition; in its own it goes on from its last revision [REC-4].
+      writeFileSync(join(sb.dir, `elsewhere-${how}.md`), `---\nid: ${id}\nkind: page\ntitle: Taken\n---\nx\n`);
+      expect(cli(sb, ['publish', '--store', 'st', '--partition', 'conversation:x', `elsewhere-${how}.md`]).stderr, how).toMatch(/^E_CONFLICT: /);
+      writeFileSync(join(sb.dir, `again-${how}.md`), `---\nid: ${id}\nkind: page\ntitle: Back\n---\nx\n`);
+      const again = cli(sb, ['publish', '--store', 'st', '--json', `again-${how}.md`]);
+      expect(again.code, again.stderr).toBe(0);
+      expect(JSON.parse(again.stdout).records[0], how).toMatchObject({ id, revision: 3 });
+      if (how === 'moved') rmSync(join(vault, 'private', 'moved-away.md'));
+    }
+  });
+
+  it('a deleted record put back by hand under another name, revised, then broken or deleted again: history goes on through every path', async () => {
+    for (const how of ['broken', 'deleted'] as const) {
+      const id = `rec-back-${how}`;
+      const r1 = publish([{ id, title: `Put back ${how}`, body: 'one' }]);
+      const first = r1.records[0]!.path;
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      const text = readFileSync(join(vault, first));
+      rmSync(join(vault, first));
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      const back = `private/back-${how}.md`;
+      writeFileSync(join(vault, back), text);
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      const r2 = publish([{ id, title: `Put back ${how}`, body: 'two', extra: 'revision: 1' }]);
+      expect(r2.records[0]!.path).toBe(back);
+      if (how === 'broken') writeFileSync(join(vault, back), readFileSync(join(vault, back), 'utf8').replace('---\n', '---\nbroken: [by hand\n'));
+      else rmSync(join(vault, back));
+      const last = JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout) as { git: { commit: string } };
+      const shown = cli(sb, ['show', '--store', 'st', id]).stderr;
+      expect(shown, how).toMatch(how === 'broken' ? new RegExp(`its file ${back} no longer reads as a record`) : /its file was deleted/);
+      const h = await reader().recordHistory(OP, id);
+      const listed = h.versions.map((v) => v.commit);
+      expect(listed, how).toEqual(expect.arrayContaining([r2.git.commit, r1.git.commit]));
+      if (how === 'broken') expect(listed[0], how).toBe(last.git.commit); // the broken file is its newest version
+      expect(new Set(h.versions.map((v) => v.path)), how).toEqual(new Set([first, back]));
+    }
+  });
+
+  it('a record whose file has a decomposed (NFD) name, as macOS writes them, is shown and revised where it is', () => {
+    const r1 = publish([{ id: 'rec-nfd', title: 'Decomposed', body: 'one' }]);
+    const nfd = 'private/e\u0301te\u0301.md';
+    renameSync(join(vault, r1.records[0]!.path), join(vault, nfd));
+    expect(JSON.parse(cli(sb, ['scan', '--store', 'st', '--json']).stdout).renamed).toEqual([expect.objectContaining({ to: nfd })]);
+    const shown = JSON.parse(cli(sb, ['show', '--store', 'st', '--json', 'rec-nfd']).stdout);
+    expect(shown.record).toMatchObject({ path: nfd, onDisk: 'same' });
+    const r2 = publish([{ id: 'rec-nfd', title: 'Decomposed', body: 'two', extra: 'revision: 1' }]);
+    expect(r2.records[0]).toMatchObject({ path: nfd, revision: 2 });
+    expect(readFileSync(join(vault, nfd), 'utf8')).toContain('two');
+  });
+
   it('a record whose file was deleted (seen by a scan) keeps its history, to read, diff and recover; show says where to look', async () => {
     const [r1, , r3] = threeRevisions();
     publish([{ id: 'rec-b-gone', title: 'B gone', body: 'in B' }], ['--partition', 'conversation:B', '--actor', 'agent']);

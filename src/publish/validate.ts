@@ -105,7 +105,9 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const files: PlannedFile[] = [];
   const plannedLower = new Set<string>();
   const addFile = (path: string, data: Buffer, inHistory: boolean, priorSha256: string | null) => {
-    if (!isSafeRelativePath(path)) throw new KnowledgeError('E_VALIDATION', `unsafe path ${JSON.stringify(path)}`);
+    // A file the vault already has (priorSha256: a record revised in place) keeps its name as it is, in whatever
+    // normal form it was written (NFD on macOS); names Knowledge makes are NFC.
+    if (!isSafeRelativePath(path, { existing: priorSha256 !== null })) throw new KnowledgeError('E_VALIDATION', `unsafe path ${JSON.stringify(path)}`);
     if (plannedLower.has(path.toLowerCase())) throw new KnowledgeError('E_VALIDATION', `two files of this publication map to ${path}`);
     plannedLower.add(path.toLowerCase());
     // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].

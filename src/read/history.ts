@@ -145,6 +145,8 @@ export async function readHistory(
     if (v.publicationId) before = publishedFrom.get(v.publicationId, v.path);
     else if (v.scanId) {
       before = renamedFrom.get(v.scanId, v.path);
+      // A deleted record put back under another name (scan/reindex.ts records where it came from).
+      if (typeof before !== 'string') before = movedFrom.get(rec.id, v.path);
       if (typeof before !== 'string' && !tombstoneAsked) {
         tombstoneAsked = true;
         before = db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck().get(rec.id);

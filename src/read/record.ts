@@ -56,10 +56,12 @@ export function findFormerRecord(db: DB, readable: 'all' | PartitionId[], id: st
   if (db.prepare('SELECT 1 FROM records WHERE id = ? UNION ALL SELECT 1 FROM scan_duplicate_rows WHERE id = ?').get(id, id) !== undefined) return undefined;
   const visible = (row: { partition: string } | undefined) => row !== undefined && (readable === 'all' || readable.includes(row.partition as PartitionId));
   type Row = { id: string; partition: string; path: string };
-  const gone = db.prepare('SELECT id, partition, path FROM record_tombstones WHERE id = ?').get(id) as Row | undefined;
-  if (visible(gone)) return { id: gone!.id, path: gone!.path, why: 'deleted' };
+  // A broken file first: it is where the record is now (a tombstone may be left from an earlier deletion, the
+  // record put back by hand since).
   const broken = db.prepare('SELECT id, partition, path FROM broken_record_files WHERE id = ? ORDER BY path LIMIT 1').get(id) as Row | undefined;
   if (visible(broken)) return { id: broken!.id, path: broken!.path, why: 'broken' };
+  const gone = db.prepare('SELECT id, partition, path FROM record_tombstones WHERE id = ?').get(id) as Row | undefined;
+  if (visible(gone)) return { id: gone!.id, path: gone!.path, why: 'deleted' };
   return undefined;
 }
 
@@ -96,7 +98,7 @@ function parseObject(json: string): Record<string, unknown> {
  * the vault, never reads more than MAX_TEXT_BYTES.
  */
 export function readOnDisk(vaultDir: string, rel: string, indexedSha: string): { text: string | null; onDisk: OnDisk } {
-  if (!isSafeRelativePath(rel)) return { text: null, onDisk: 'missing' };
+  if (!isSafeRelativePath(rel, { existing: true })) return { text: null, onDisk: 'missing' };
   const abs = join(vaultDir, rel);
   let fd: number;
   try {

@@ -147,6 +147,12 @@ describe('isSafeRelativePath', () => {
   ])('%j -> %s', (p, ok) => {
     expect(isSafeRelativePath(p)).toBe(ok);
   });
+
+  it('a name the vault already has may be in another normal form (NFD, as macOS writes it); still nothing unsafe', () => {
+    expect(isSafeRelativePath('private/e\u0301te\u0301.md', { existing: true })).toBe(true);
+    expect(isSafeRelativePath('private/e\u0301te\u0301.md')).toBe(false);
+    for (const bad of ['../e\u0301.md', '/e\u0301.md', 'a//e\u0301', 'e\u0301\n.md']) expect(isSafeRelativePath(bad, { existing: true }), bad).toBe(false);
+  });
 });
 
 describe('recordPath', () => {

@@ -92,13 +92,16 @@ export function slugForTitle(title: string): string {
  * A path relative to the vault root that is safe to join: not absolute (no
  * leading '/', no drive letter), only '/' separators, no '.', '..' or empty
  * segments, no control characters, NFC-normalized, each segment at most 255
- * UTF-8 bytes and the whole at most 1024 bytes.
+ * UTF-8 bytes and the whole at most 1024 bytes. `existing`: a path a file of
+ * the vault already has (a record a scan indexed), which may be in another
+ * normal form — files written on macOS have decomposed (NFD) names — and is
+ * used as it is; only the names Knowledge makes must be NFC.
  */
-export function isSafeRelativePath(p: string): boolean {
+export function isSafeRelativePath(p: string, opts: { existing?: boolean } = {}): boolean {
   if (typeof p !== 'string' || p.length === 0) return false;
   if (p.startsWith('/') || p.includes('\\') || hasControlChars(p)) return false;
   if (/^[A-Za-z]:/.test(p)) return false;
-  if (p !== p.normalize('NFC')) return false;
+  if (!opts.existing && p !== p.normalize('NFC')) return false;
   if (byteLength(p) > 1024) return false;
   for (const seg of p.split('/')) {
     if (seg === '' || seg === '.' || seg === '..') return false;

@@ -92,7 +92,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     // The records index and per-file diagnostics follow the committed bytes. The
     // read indexes (FTS, links) are brought in line once, set-wise, at the end.
     const indexer = deferReadIndex(db, (touched) => {
-      const indexer = new RecordIndexer(db, a.createdAt, touched);
+      const indexer = new RecordIndexer(db, a.createdAt, touched, a.scanId);
       for (const path of remove) indexer.release(path, true);
       for (const path of write) indexer.release(path);
       // Each staged file, in rowid order: its bytes to the blob preload, its verdict to the index.

@@ -43,7 +43,13 @@ export class RecordIndexer {
    * `touched` hears every record id whose `records` row this indexer inserts
    * or deletes (see read/index-maintenance.ts).
    */
-  constructor(private readonly db: DB, private readonly now: string, private readonly touched: (id: string) => void = () => {}) {
+  constructor(
+    private readonly db: DB,
+    private readonly now: string,
+    private readonly touched: (id: string) => void = () => {},
+    /** The scan, for the moves it records (a deleted record put back under another name). */
+    private readonly scanId = '',
+  ) {
     this.s = {
       recByPath: db.prepare('SELECT id, partition, revision FROM records WHERE path = ?'),
       delRecByPath: db.prepare('DELETE FROM records WHERE path = ?'),
@@ -68,9 +74,11 @@ export class RecordIndexer {
       tombstoneOf: db.prepare('SELECT partition FROM record_tombstones WHERE id = ?').pluck(),
       // A file that no longer reads as a record still holds its id (broken_record_files): not a deleted record.
       brokenHolds: db.prepare('SELECT 1 FROM broken_record_files WHERE id = ? LIMIT 1'),
-      brokenByPath: db.prepare('SELECT id FROM broken_record_files WHERE path = ?').pluck(),
+      brokenByPath: db.prepare('SELECT id, partition, revision FROM broken_record_files WHERE path = ?'),
       delBroken: db.prepare('DELETE FROM broken_record_files WHERE path = ?'),
-      insBroken: db.prepare('INSERT OR REPLACE INTO broken_record_files(path, id, partition) VALUES (?, ?, ?)'),
+      insBroken: db.prepare('INSERT OR REPLACE INTO broken_record_files(path, id, partition, revision) VALUES (?, ?, ?, ?)'),
+      tombstonePath: db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck(),
+      move: db.prepare('INSERT OR REPLACE INTO record_moves(id, to_path, from_path, scan_id) VALUES (?, ?, ?, ?)'),
     };
     // Most scans (every baseline) have no deleted record or broken record file to look up: skip the
     // query per claim and per release (100k of each in a 100k-file baseline).
@@ -97,18 +105,24 @@ export class RecordIndexer {
     if (!known || at.revision > known.revision) this.gone.set(id, at);
   }
 
-  /** Paths released with new bytes, and the id their file claimed: kept if the new bytes no longer read as a record. */
-  private readonly claimedBefore = new Map<string, string>();
+  /** Paths released with new bytes, and the id (and revision) their file claimed: kept if the new bytes no longer read as a record. */
+  private readonly claimedBefore = new Map<string, { id: string; revision: number | null }>();
 
   /** Forget what a path claimed: its file is `gone` (deleted), or its bytes changed. */
   release(path: string, gone = false): void {
-    const broken = this.anyBroken ? (this.s.brokenByPath.get(path) as string | undefined) : undefined;
+    const broken = this.anyBroken ? (this.s.brokenByPath.get(path) as { id: string; partition: string; revision: number | null } | undefined) : undefined;
     if (broken !== undefined) {
       this.s.delBroken.run(path);
-      if (!gone) this.claimedBefore.set(path, broken);
+      if (!gone) this.claimedBefore.set(path, { id: broken.id, revision: broken.revision });
+      // A broken record's file removed (or moved away) is the record deleted: its id keeps its history and revision
+      // unless a file claims it again by the end of the scan (finish).
+      else {
+        this.affected.add(broken.id);
+        this.noteGone(broken.id, { path, partition: broken.partition, revision: broken.revision ?? 0 });
+      }
     }
     const rec = this.s.recByPath.get(path) as { id: string; partition: string; revision: number } | undefined;
-    if (rec !== undefined && !gone) this.claimedBefore.set(path, rec.id);
+    if (rec !== undefined && !gone) this.claimedBefore.set(path, { id: rec.id, revision: rec.revision });
     if (rec !== undefined) {
       const id = rec.id;
       this.s.delRecByPath.run(path);
@@ -122,7 +136,7 @@ export class RecordIndexer {
     }
     const dup = this.s.dupByPath.get(path) as { id: string; row: string } | undefined;
     if (dup !== undefined) {
-      if (!gone) this.claimedBefore.set(path, dup.id);
+      if (!gone) this.claimedBefore.set(path, { id: dup.id, revision: (JSON.parse(dup.row) as IndexRow).revision });
       this.s.delDupRow.run(path);
       this.s.delDupView.run(path);
       this.affected.add(dup.id);
@@ -146,8 +160,8 @@ export class RecordIndexer {
       case 'invalid': {
         this.s.insDiag.run(path, partition, check.finding.code, check.finding.reason);
         // A record's file that no longer reads as one still holds its id (publish/validate.ts).
-        const id = this.claimedBefore.get(path);
-        if (id !== undefined) this.s.insBroken.run(path, id, partition);
+        const before = this.claimedBefore.get(path);
+        if (before !== undefined) this.s.insBroken.run(path, before.id, partition, before.revision);
         return;
       }
       case 'record': {
@@ -171,6 +185,12 @@ export class RecordIndexer {
   private claim(row: IndexRow): void {
     this.claimedCount++;
     if (this.released.has(row.id)) this.reclaimed.add(row.id);
+    // A deleted record put back by hand under another name: where it lived before, for its history (read/history.ts),
+    // which its tombstone stops telling once the record is deleted again from the new place.
+    else if (this.anyTombstone && this.scanId) {
+      const was = this.s.tombstonePath.get(row.id) as string | undefined;
+      if (was !== undefined && was !== row.path) this.s.move.run(row.id, row.path, was, this.scanId);
+    }
     const holder = this.s.recById.get(row.id) as IndexRow | undefined;
     const dups = this.s.dupsById.all(row.id) as Array<{ path: string }>;
     if (!holder && dups.length === 0) {

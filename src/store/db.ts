@@ -22,9 +22,10 @@ import m012 from './migrations/012-exec-bit.js';
 import m013 from './migrations/013-observed-tip.js';
 import m014 from './migrations/014-broken-record-files.js';
 import m015 from './migrations/015-record-moves.js';
+import m016 from './migrations/016-broken-record-revision.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016];
 
 export const SCHEMA_VERSION = migrations.length;
 
