@@ -71,13 +71,12 @@ export class RecordIndexer {
       hasRec: db.prepare('SELECT 1 FROM records WHERE id = ?').pluck(),
       hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
       tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
-      tombstoneOf: db.prepare('SELECT partition FROM record_tombstones WHERE id = ?').pluck(),
+      tombstoneOf: db.prepare('SELECT partition, path FROM record_tombstones WHERE id = ?'),
       // A file that no longer reads as a record still holds its id (broken_record_files): not a deleted record.
       brokenHolds: db.prepare('SELECT 1 FROM broken_record_files WHERE id = ? LIMIT 1'),
       brokenByPath: db.prepare('SELECT id, partition, revision FROM broken_record_files WHERE path = ?'),
       delBroken: db.prepare('DELETE FROM broken_record_files WHERE path = ?'),
       insBroken: db.prepare('INSERT OR REPLACE INTO broken_record_files(path, id, partition, revision) VALUES (?, ?, ?, ?)'),
-      tombstonePath: db.prepare('SELECT path FROM record_tombstones WHERE id = ?').pluck(),
       move: db.prepare('INSERT OR REPLACE INTO record_moves(id, to_path, from_path, scan_id) VALUES (?, ?, ?, ?)'),
     };
     // Most scans (every baseline) have no deleted record or broken record file to look up: skip the
@@ -170,27 +169,25 @@ export class RecordIndexer {
         // The reason names no partition: an agent may read this one, not the other (one bit, README "Reading").
         // A record live until this scan (moved here in it) or live now (then an ordinary duplicate) is not a deleted one.
         const id = check.row.id;
-        const owner = this.anyTombstone && !this.released.has(id) ? (this.s.tombstoneOf.get(id) as string | undefined) : undefined;
-        if (owner !== undefined && owner !== check.row.partition && this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) {
+        const tomb = this.anyTombstone && !this.released.has(id) ? (this.s.tombstoneOf.get(id) as { partition: string; path: string } | undefined) : undefined;
+        if (tomb !== undefined && tomb.partition !== check.row.partition && this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) {
           this.s.insDiag.run(path, partition, 'duplicate-id',
             `record id ${id} belongs to a deleted record of another partition (ids are unique across the store); this file is not indexed: give it another id`);
           return;
         }
-        this.claim(check.row);
+        this.claim(check.row, tomb?.path);
         return;
       }
     }
   }
 
-  private claim(row: IndexRow): void {
+  /** `deletedAt`: where the id's tombstone says the record was when it was deleted, if it has one. */
+  private claim(row: IndexRow, deletedAt?: string): void {
     this.claimedCount++;
     if (this.released.has(row.id)) this.reclaimed.add(row.id);
     // A deleted record put back by hand under another name: where it lived before, for its history (read/history.ts),
     // which its tombstone stops telling once the record is deleted again from the new place.
-    else if (this.anyTombstone && this.scanId) {
-      const was = this.s.tombstonePath.get(row.id) as string | undefined;
-      if (was !== undefined && was !== row.path) this.s.move.run(row.id, row.path, was, this.scanId);
-    }
+    else if (deletedAt !== undefined && deletedAt !== row.path && this.scanId) this.s.move.run(row.id, row.path, deletedAt, this.scanId);
     const holder = this.s.recById.get(row.id) as IndexRow | undefined;
     const dups = this.s.dupsById.all(row.id) as Array<{ path: string }>;
     if (!holder && dups.length === 0) {
