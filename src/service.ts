@@ -15,7 +15,7 @@ import { journal, loadJournal } from './publish/journal.js';
 import { install } from './publish/install.js';
 import { acknowledge } from './publish/acknowledge.js';
 import type { PublicationReceipt, PublishRequest } from './publish/types.js';
-import { acceptedGitState, batchGitState, drainAccepted, drainSettled } from './checkpoint/outbox.js';
+import { acceptedGitState, batchGitState, drainAccepted, drainSettled, takeAfterReceiptNotes } from './checkpoint/outbox.js';
 import { closeLongLived } from './git/long-lived.js';
 import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
@@ -95,6 +95,11 @@ export class KnowledgeService {
    */
   async settle(): Promise<string[]> {
     return drainSettled(this.store);
+  }
+
+  /** The warnings settle() would give for the work after receipts finished so far, without waiting for the rest. */
+  takeWarnings(): string[] {
+    return takeAfterReceiptNotes(this.store);
   }
 
   /**

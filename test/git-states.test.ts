@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { storeSandbox, cli, cliPath, canMountTmpfs, gitWrapper, racingGit, runUnshared, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
+import { createApp } from '../src/gateway/app.js';
 import Database from 'better-sqlite3';
 
 /**
@@ -475,6 +476,28 @@ describe('[GIT-10] an index update that fails after the branch moved keeps index
       expect(c.git.state).toBe('committed');
       expect(existsSync(join(vault, '.git/index.lock'))).toBe(false);
       expect(git('status', '--porcelain')).toBe('');
+    } finally {
+      svc.close();
+    }
+  });
+});
+
+describe('[GIT-15] a Gateway tells what went wrong after a receipt', () => {
+  it('at its next request (knowledge serve prints it as a warning), never in the answer already given', async () => {
+    expect(publish().git.state).toBe('committed');
+    const flag = join(sb.dir, 'fail-index');
+    const svc = KnowledgeService.open(join(sb.dir, 'st'), { write: true, env: sb.env, git: { gitPath: failingIndexGit(flag) } });
+    const warnings: string[] = [];
+    try {
+      const app = createApp(svc, { onWarning: (w) => warnings.push(w) });
+      writeFileSync(join(vault, 'private', 'outside.md'), '# written outside\n');
+      const scan = await app.request('/api/scan', { method: 'POST', headers: { 'X-Knowledge-Request': '1' } });
+      expect(scan.status).toBe(200);
+      expect(((await scan.json()) as Receipt).git.state).toBe('committed');
+      await expect.poll(async () => {
+        await app.request('/api/records');
+        return warnings;
+      }).toEqual([expect.stringMatching(/^the index of the vault's repository was not updated yet \(\S+\): .*simulated failure/)]);
     } finally {
       svc.close();
     }

@@ -251,9 +251,14 @@ export function acceptedGitState(db: DB, batchId: number | null, failure: GitSta
  */
 export async function drainSettled(store: Store): Promise<string[]> {
   await (draining.get(store) ?? Promise.resolve());
+  return takeAfterReceiptNotes(store);
+}
+
+/** The warnings about work after receipts noted so far, without waiting for work still running (a long-running Gateway). */
+export function takeAfterReceiptNotes(store: Store): string[] {
   const notes = afterReceipts.get(store) ?? [];
   afterReceipts.delete(store);
-  return [...new Set(notes)];
+  return notes;
 }
 
 /**
@@ -266,8 +271,7 @@ const afterReceipts = new WeakMap<Store, string[]>();
 
 function noteAfterReceipts(store: Store, note: string): void {
   const notes = afterReceipts.get(store) ?? [];
-  // A long-running Gateway reads them only when it closes (verify reports an index left behind meanwhile): a few
-  // distinct ones are kept, not one per failed write.
+  // Kept until read (a Gateway reads them at its next request): a few distinct ones, not one per failed write.
   if (notes.length < AFTER_RECEIPTS_KEPT && !notes.includes(note)) notes.push(note);
   afterReceipts.set(store, notes);
 }

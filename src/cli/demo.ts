@@ -166,7 +166,7 @@ export async function runDemo(args: string[], env: NodeJS.ProcessEnv, out: { std
   }
   const { startGateway, closeOnSignal, DEFAULT_PORT } = await import('../gateway/server.js');
   const vault = join(dir, 'vault');
-  const start = (p: number) => startGateway({ storeDir: dir, port: p, env, git: gitOptionsFromEnv(env), notice: demoNotice(vault), onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`) });
+  const start = (p: number) => startGateway({ storeDir: dir, port: p, env, git: gitOptionsFromEnv(env), notice: demoNotice(vault), onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`), onWarning: (w) => out.stderr(`warning: ${w}\n`) });
   let gw;
   try {
     gw = await start(port ?? DEFAULT_PORT);

@@ -435,7 +435,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         } catch (err) {
           throw new UsageError((err as Error).message);
         }
-        const gw = await startGateway({ storeDir: dir, host, port, token, env, git: gitOptionsFromEnv(env), onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`) });
+        const gw = await startGateway({
+          storeDir: dir, host, port, token, env, git: gitOptionsFromEnv(env),
+          onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`),
+          onWarning: (w) => out.stderr(`warning: ${w}\n`),
+        });
         emit(Boolean(values.json), { url: gw.url, origin: gw.origin, store: gw.service.store.paths.root, pid: process.pid },
           `Knowledge Gateway for ${gw.service.store.paths.root}\n  open ${gw.url}\n  holds the store's writer lock until stopped (Ctrl-C)\n`);
         await closeOnSignal(gw);

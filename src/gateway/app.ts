@@ -29,6 +29,12 @@ export interface GatewayOptions {
   assets?: Map<string, Asset>;
   /** Told about unexpected failures (the 500s), e.g. to print them on stderr. */
   onInternalError?: (err: unknown) => void;
+  /**
+   * Told what went wrong in the work after an earlier request's receipt (an
+   * index update that failed, say), at the next request: that work never
+   * changes an answer already given [GIT-15].
+   */
+  onWarning?: (warning: string) => void;
 }
 
 /** Largest request body a write route reads (the scan request is a few bytes). */
@@ -139,6 +145,7 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
   });
 
   app.use('*', async (c, next) => {
+    if (opts.onWarning) for (const w of svc.takeWarnings()) opts.onWarning(w);
     checkUrlLength(c.req.url);
     // The Host header as received, and the request URL's host: the Node adapter builds the URL from the Host header,
     // except for a request target in absolute form (`GET http://127.0.0.1:8484/api/… HTTP/1.1`), whose own host it

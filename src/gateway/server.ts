@@ -30,6 +30,7 @@ export interface GatewayStartOptions {
   git?: GitRunnerOptions;
   notice?: GatewayOptions['notice'];
   onInternalError?: GatewayOptions['onInternalError'];
+  onWarning?: GatewayOptions['onWarning'];
 }
 
 export interface RunningGateway {
@@ -127,6 +128,7 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
     allowedHosts: opts.token === undefined ? loopbackHostHeaders(host, address.port) : undefined,
     notice: opts.notice,
     onInternalError: opts.onInternalError,
+    onWarning: opts.onWarning,
   });
   // Started on any port: a second writer is now told which one it got [LAY-4].
   if (port === 0) {
@@ -158,7 +160,7 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
         clearTimeout(cut);
       })()
         .then(() => service.settle())
-        .then(() => undefined) // warnings about the work after receipts: each is made good by the next write or scan
+        .then((warnings) => { for (const w of warnings) opts.onWarning?.(w); })
         .finally(() => service.close());
       return closing;
     },
