@@ -94,13 +94,7 @@ export function phraseVariants(words: readonly string[]): string[] {
   return out;
 }
 
-/** One FTS5 string for `text`, or its case variants OR-ed (caseVariants). */
-function ftsStringAnyCase(text: string): string {
-  const variants = caseVariants(text);
-  return variants.length === 1 ? ftsString(text) : `(${variants.map(ftsString).join(' OR ')})`;
-}
-
-/** One FTS5 phrase of `words`, or its case variants OR-ed (phraseVariants). */
+/** One FTS5 phrase of `words` (one word: a string), or its case variants OR-ed (phraseVariants). */
 function ftsPhraseAnyCase(words: readonly string[]): string {
   const variants = phraseVariants(words);
   return variants.length === 1 ? ftsString(variants[0]!) : `(${variants.map(ftsString).join(' OR ')})`;
@@ -119,9 +113,9 @@ export function matchExpression(query: string, mode: SearchMode): string | null 
   if (words.length === 0) return null;
   switch (mode) {
     case 'all':
-      return `${TEXT_COLUMNS} : (${words.map(ftsStringAnyCase).join(' AND ')})`;
+      return `${TEXT_COLUMNS} : (${words.map((w) => ftsPhraseAnyCase([w])).join(' AND ')})`;
     case 'any':
-      return `${TEXT_COLUMNS} : (${words.map(ftsStringAnyCase).join(' OR ')})`;
+      return `${TEXT_COLUMNS} : (${words.map((w) => ftsPhraseAnyCase([w])).join(' OR ')})`;
     case 'phrase':
       return `${TEXT_COLUMNS} : (${ftsPhraseAnyCase(words)})`;
   }

@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
-import { KnowledgeError, isDiskFull, isIoError } from '../errors.js';
+import { KnowledgeError, isDiskFull, isErrnoError, isIoError } from '../errors.js';
 import { crashPoint } from '../faults.js';
 import { openDatabase, getMeta, setMeta, type DB } from './db.js';
 import { storePaths, VAULT_FORMAT, type StorePaths } from './layout.js';
@@ -193,8 +193,8 @@ function lstatOrNull(p: string): Stats | null {
  */
 function creationFailure(err: unknown, what: string): unknown {
   const e = err as NodeJS.ErrnoException;
-  if (err instanceof KnowledgeError || typeof e?.code !== 'string' || !/^E[A-Z]+$/.test(e.code)) return err;
-  const caller = ['ENOTDIR', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EISDIR'].includes(e.code);
+  if (!isErrnoError(err)) return err;
+  const caller = ['ENOTDIR', 'EEXIST', 'ELOOP', 'ENAMETOOLONG', 'EISDIR'].includes(e.code ?? '');
   return new KnowledgeError(caller ? 'E_VALIDATION' : 'E_IO', `${what}: ${e.code}${e.path ? ` at ${e.path}` : ''} (${e.message.replace(/^[A-Z]+: /, '').split(',')[0]})`);
 }
 
@@ -305,8 +305,9 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     db = openDatabase(paths.database, { create: false });
   } catch (err) {
     // A full or failing disk is not a damaged store: say which, so nobody goes looking for a lost file.
-    if (isDiskFull(err) || isIoError(err) || diskFull(root)) {
-      throw new KnowledgeError('E_IO', `state.sqlite of ${root} cannot be opened: ${(err as Error).message}${diskFull(root) ? ' (the disk is full: free space, then retry)' : ' (the disk or file system failed)'}`);
+    const full = diskFull(root);
+    if (isDiskFull(err) || isIoError(err) || full) {
+      throw new KnowledgeError('E_IO', `state.sqlite of ${root} cannot be opened: ${(err as Error).message}${full ? ' (the disk is full: free space, then retry)' : ' (the disk or file system failed)'}`);
     }
     throw new KnowledgeError('E_UNAVAILABLE', `state.sqlite of ${root} cannot be opened: ${(err as Error).message}`);
   }
