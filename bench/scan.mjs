@@ -88,12 +88,15 @@ function timed(cmd, args, opts = {}) {
   return { ms: msTaken, cpuMs, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** The node options in bin/knowledge.js's `#!/usr/bin/env -S node …` line. */
-const launcherFlags = (() => {
+/** The environment and node options in bin/knowledge.js's `#!/usr/bin/env -S [NAME=VALUE…] node …` line. */
+const { launcherEnv, launcherFlags } = (() => {
   const first = readFileSync(cliPath, 'utf8').split('\n', 1)[0];
-  const m = /^#!\/usr\/bin\/env -S node((?: --[\w-]+(?:=\S+)?)*)$/.exec(first);
-  if (!m) throw new Error(`bench/scan.mjs: cannot read the node options of ${cliPath}: ${first}`);
-  return m[1].split(' ').filter(Boolean);
+  const m = /^#!\/usr\/bin\/env -S((?: [A-Z_]+=\S+)*) node((?: --[\w-]+(?:=\S+)?)*)$/.exec(first);
+  if (!m) throw new Error(`bench/scan.mjs: cannot read the environment and node options of ${cliPath}: ${first}`);
+  return {
+    launcherEnv: Object.fromEntries(m[1].split(' ').filter(Boolean).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)])),
+    launcherFlags: m[2].split(' ').filter(Boolean),
+  };
 })();
 
 /** `knowledge scan`, printing the process's own peak RSS (KiB) on stderr at exit. */
@@ -101,8 +104,8 @@ function knowledgeScan(storeDir = store, extraEnv = {}) {
   const boot = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));` +
     `process.argv.splice(1, 0, ${JSON.stringify(cliPath)});` +
     `import(${JSON.stringify(new URL('../dist/cli/main.js', import.meta.url).href)}).then((m) => m.main(['scan', '--store', ${JSON.stringify(storeDir)}, '--json'])).then((c) => { process.exitCode = c; });`;
-  // The V8 flags every `knowledge` process starts with: read from the launcher's shebang.
-  const r = timed(process.execPath, [...launcherFlags, '--input-type=module', '-e', boot], { env: { ...env, ...extraEnv } });
+  // The V8 flags and environment every `knowledge` process starts with: read from the launcher's shebang.
+  const r = timed(process.execPath, [...launcherFlags, '--input-type=module', '-e', boot], { env: { ...env, ...launcherEnv, ...extraEnv } });
   const receipt = JSON.parse(r.stdout.toString());
   const rss = Number(/maxrss (\d+)/.exec(r.stderr.toString())?.[1] ?? NaN);
   return { ms: r.ms, cpuMs: r.cpuMs, receipt, rssMiB: rss / 1024 };
@@ -190,7 +193,7 @@ const kScan = [];
 const floors = new Map([[0, []], [2, []]]);
 const floorScript = new URL('./list-floor.mjs', import.meta.url).pathname;
 function listFloor(workers) {
-  const r = timed(process.execPath, [...launcherFlags, floorScript, join(vault, 'private'), `--workers=${workers}`]);
+  const r = timed(process.execPath, [...launcherFlags, floorScript, join(vault, 'private'), `--workers=${workers}`], { env: { ...env, ...launcherEnv } });
   if (Number(r.stdout.toString()) !== N) throw new Error(`list-floor counted ${r.stdout} files, not ${N}`);
   return r.ms;
 }
@@ -202,7 +205,7 @@ const diffFiles = [];
 let hashed = 0;
 for (let i = 0; i < RUNS; i++) {
   gitStatus.push(timed('git', ['status', '--porcelain'], { cwd: vault }).ms);
-  nodeStart.push(timed(process.execPath, [...launcherFlags, '-e', '']).ms);
+  nodeStart.push(timed(process.execPath, [...launcherFlags, '-e', ''], { env: { ...env, ...launcherEnv } }).ms);
   diffFiles.push(timed('git', ['diff-files', '--quiet'], { cwd: vault }).ms); // exits 1 (throws) on any change
   const r = knowledgeScan();
   if (r.receipt.git !== null || r.receipt.unchanged !== N) throw new Error(`rescan found changes: ${JSON.stringify({ ...r.receipt, added: r.receipt.added.length })}`);

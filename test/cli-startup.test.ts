@@ -73,17 +73,17 @@ describe('CLI start-up loads only what the command needs', () => {
 });
 
 describe('the launcher', () => {
-  it('runs as an executable and starts Node with the V8 flags the README names', () => {
+  it('runs as an executable and starts Node with the V8 flags and malloc arenas the README names', () => {
     const sb = sandbox();
-    // Started through its own shebang (`#!/usr/bin/env -S node …`), as `npx knowledge` does.
+    // Started through its own shebang (`#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node …`), as `npx knowledge` does.
     // A preloaded module reports the flags Node was started with.
     const seen = join(sb.dir, 'exec-argv.json');
     const report = join(sb.dir, 'report.mjs');
-    writeFileSync(report, `import { writeFileSync } from 'node:fs'; writeFileSync(${JSON.stringify(seen)}, JSON.stringify(process.execArgv));\n`);
+    writeFileSync(report, `import { writeFileSync } from 'node:fs'; writeFileSync(${JSON.stringify(seen)}, JSON.stringify({ argv: process.execArgv, arenas: process.env.MALLOC_ARENA_MAX ?? null }));\n`);
     const r = spawnSync(cliPath, ['--help'], { cwd: sb.dir, env: { ...sb.env, NODE_OPTIONS: `--import=${pathToFileURL(report).href}` }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('knowledge scan');
-    expect(JSON.parse(readFileSync(seen, 'utf8'))).toEqual(['--heap-growing-percent=20', '--max-semi-space-size=8']);
+    expect(JSON.parse(readFileSync(seen, 'utf8'))).toEqual({ argv: ['--heap-growing-percent=20', '--max-semi-space-size=8'], arenas: '2' });
   });
 });
 

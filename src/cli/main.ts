@@ -614,7 +614,10 @@ function readInput(p: string, what: string): Buffer {
  * the launcher (bin/knowledge.js) starts Node with `--heap-growing-percent=20
  * --max-semi-space-size=8`. Without them V8 lets its heap grow to several
  * times the live data before collecting (a 100k-file baseline scan: peak RSS
- * ~300 MiB without, 210-230 MiB with). `--optimize-for-size`, used before,
+ * ~300 MiB without, 231-259 MiB with). The launcher also sets
+ * `MALLOC_ARENA_MAX=2`: glibc otherwise gives each thread (the scan's workers,
+ * libuv's pool) an arena of its own, whose freed memory stays in the process
+ * (the same baseline: 211-234 MiB with both). `--optimize-for-size`, used before,
  * kept the peak at ~205 MiB but cost ~2.5 s of garbage collection in that scan
  * (2,200 young-generation collections instead of ~280; BENCHMARKS.md, issue
  * 4). The flags are given at start, never set here at run time: setting
