@@ -854,6 +854,36 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(s.readRecord(OP, 'rec-owned').record.path).toBe('conversations/c-moved/owned.md');
   });
 
+  it('a file refused a deleted record\'s id is an ordinary claim once the record is back: the state does not depend on which came first', () => {
+    const first = publish([{ id: 'rec-owned', title: 'Owned', body: 'v1' }]).records[0]!;
+    const text = readFileSync(join(vault, first.path));
+    rmSync(join(vault, first.path));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const squatter = 'conversations/c-other/owned.md';
+    mkdirSync(join(vault, 'conversations/c-other'), { recursive: true });
+    writeFileSync(join(vault, squatter), text);
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    // Published again in its own partition, the record would be claimed twice: refused, naming the other file.
+    writeFileSync(join(sb.dir, 'again.md'), recordText({ id: 'rec-owned', title: 'Owned', body: 'v2' }));
+    const again = cli(sb, ['publish', '--store', 'st', 'again.md']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(new RegExp(`^E_CONFLICT: record #1: id rec-owned is also claimed by ${squatter}`));
+    // Put back by hand in its own partition while the other file is there: two files claim the id, as when the other
+    // file comes second — not a stale "belongs to a deleted record" that would leave the other file out for good.
+    writeFileSync(join(vault, first.path), text);
+    const r = cli(sb, ['scan', '--store', 'st', '--partition', 'private', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(() => reader().readRecord(OP, 'rec-owned')).toThrow(`no record rec-owned: its id is claimed by more than one file (${squatter}, ${first.path}); see the scan diagnostics [REC-3]`);
+    const other = JSON.parse(cli(sb, ['scan', '--store', 'st', '--partition', 'conversation:c-other', '--json']).stdout) as { diagnostics: Array<{ path: string; code: string; reason: string }> };
+    expect(other.diagnostics.filter((d) => d.code === 'duplicate-id')).toEqual([
+      { path: squatter, code: 'duplicate-id', reason: `record id rec-owned is also claimed by ${first.path}; lookup returns no record for it` },
+    ]);
+    // The other file removed: the record alone again.
+    rmSync(join(vault, squatter));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    expect(reader().readRecord(OP, 'rec-owned').record.path).toBe(first.path);
+  });
+
   it('a record whose file was broken by hand keeps its id: a new record under it is refused until the file is fixed, then it goes on from its revision', () => {
     const first = publish([{ id: 'rec-broken', title: 'Breaks', body: 'v1' }]).records[0]!;
     const good = readFileSync(join(vault, first.path), 'utf8');

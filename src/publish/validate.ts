@@ -163,6 +163,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const getTombstone = db.prepare('SELECT revision, partition, path FROM record_tombstones WHERE id = ?');
   const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
   const brokenClaim = db.prepare('SELECT path, partition FROM broken_record_files WHERE id = ? LIMIT 1');
+  const blockedClaim = db.prepare('SELECT path, partition FROM scan_blocked_claims WHERE id = ? ORDER BY path LIMIT 1');
   // An id is one record store-wide. Taken in a partition an agent may not read, it is refused in words
   // that name nothing of that partition: the refusal itself is all the agent learns (README, Reading).
   const unavailable = (label: string, id: string, where: string, operatorHint: string) =>
@@ -268,6 +269,13 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       }
       if (broken !== undefined) {
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id}'s file ${broken.path} no longer reads as a record (the scan's diagnostics say why); fix it, scan, and publish it with its revision — or delete it and scan first`);
+      }
+      // A file of another partition a scan left out while this id's record was deleted (scan/reindex.ts): the
+      // record published again beside it would leave the id claimed twice, a record nobody can look up.
+      const blocked = blockedClaim.get(id) as { path: string; partition: string } | undefined;
+      if (blocked !== undefined && req.actor !== 'operator') throw unavailable(label, id, blocked.partition, 'is claimed by a file of another partition');
+      if (blocked !== undefined) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: id ${id} is also claimed by ${blocked.path}, which a scan left out while the record was deleted; published again, the id would be claimed twice: give that file another id or delete it, scan, then publish`);
       }
       // A record deleted under this id goes on from its last revision [REC-4, READ-2], in its own
       // partition only: elsewhere the id stays its, so its history stays readable there.

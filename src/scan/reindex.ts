@@ -78,15 +78,22 @@ export class RecordIndexer {
       delBroken: db.prepare('DELETE FROM broken_record_files WHERE path = ?'),
       insBroken: db.prepare('INSERT OR REPLACE INTO broken_record_files(path, id, partition, revision) VALUES (?, ?, ?, ?)'),
       move: db.prepare('INSERT OR REPLACE INTO record_moves(id, to_path, from_path, scan_id) VALUES (?, ?, ?, ?)'),
+      // Files left out because their id belongs to a record deleted from another partition (migration 017).
+      insBlocked: db.prepare('INSERT OR REPLACE INTO scan_blocked_claims(path, id, partition, row) VALUES (?, ?, ?, ?)'),
+      delBlocked: db.prepare('DELETE FROM scan_blocked_claims WHERE path = ?'),
+      allBlocked: db.prepare('SELECT path, id, partition, row FROM scan_blocked_claims ORDER BY path'),
+      delBlockedDiag: db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'duplicate-id'"),
     };
     // Most scans (every baseline) have no deleted record or broken record file to look up: skip the
     // query per claim and per release (100k of each in a 100k-file baseline).
     this.anyTombstone = db.prepare('SELECT 1 FROM record_tombstones LIMIT 1').get() !== undefined;
     this.anyBroken = db.prepare('SELECT 1 FROM broken_record_files LIMIT 1').get() !== undefined;
+    this.anyBlocked = db.prepare('SELECT 1 FROM scan_blocked_claims LIMIT 1').get() !== undefined;
   }
 
   private readonly anyTombstone: boolean;
   private readonly anyBroken: boolean;
+  private anyBlocked: boolean;
 
   private note(id: string): void {
     this.touched(id);
@@ -148,6 +155,7 @@ export class RecordIndexer {
         this.noteGone(dup.id, { path, partition: row.partition, revision: row.revision });
       }
     }
+    if (this.anyBlocked) this.s.delBlocked.run(path);
     this.s.delDiags.run(path);
   }
 
@@ -170,15 +178,23 @@ export class RecordIndexer {
         // A record live until this scan (moved here in it) or live now (then an ordinary duplicate) is not a deleted one.
         const id = check.row.id;
         const tomb = this.anyTombstone && !this.released.has(id) ? (this.s.tombstoneOf.get(id) as { partition: string; path: string } | undefined) : undefined;
-        if (tomb !== undefined && tomb.partition !== check.row.partition && this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined) {
+        if (tomb !== undefined && this.blockedBy(tomb, check.row)) {
           this.s.insDiag.run(path, partition, 'duplicate-id',
             `record id ${id} belongs to a deleted record of another partition (ids are unique across the store); this file is not indexed: give it another id`);
+          // Kept with its row: when the record is back, this file is an ordinary claim again (finish).
+          this.s.insBlocked.run(path, id, partition, JSON.stringify(check.row));
+          this.anyBlocked = true;
           return;
         }
         this.claim(check.row, tomb?.path);
         return;
       }
     }
+  }
+
+  /** Whether `row`'s claim is left out: its id is a record's deleted from another partition, which no file claims now. */
+  private blockedBy(tomb: { partition: string }, row: IndexRow): boolean {
+    return tomb.partition !== row.partition && this.s.hasRec.get(row.id) === undefined && this.s.hasDup.get(row.id) === undefined;
   }
 
   /** `deletedAt`: where the id's tombstone says the record was when it was deleted, if it has one. */
@@ -213,6 +229,19 @@ export class RecordIndexer {
    * may have indexed a record under a parked id meanwhile).
    */
   finish(): void {
+    // A file left out for claiming a deleted record's id, whose record is back (its file restored, in this scan or
+    // an earlier one): an ordinary claim now, as it would be had it come second — the state follows the files, not
+    // the order they came in.
+    if (this.anyBlocked) {
+      for (const b of this.s.allBlocked.all() as Array<{ path: string; id: string; partition: string; row: string }>) {
+        const tomb = this.s.tombstoneOf.get(b.id) as { partition: string } | undefined;
+        const row = JSON.parse(b.row) as IndexRow;
+        if (tomb !== undefined && this.blockedBy(tomb, row)) continue;
+        this.s.delBlocked.run(b.path);
+        this.s.delBlockedDiag.run(b.path);
+        this.claim(row);
+      }
+    }
     for (const id of this.s.allDupIds.all() as string[]) this.affected.add(id);
     for (const id of this.affected) {
       const holder = this.s.recById.get(id) as IndexRow | undefined;
