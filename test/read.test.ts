@@ -6,6 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { writeFileSync, appendFileSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
@@ -184,6 +185,22 @@ describe('[SURF-3] partition scoping: an agent in session A never sees session B
     expect(await asyncErrorCode(() => s.recordDiff(agentA, 'rec-b', c, c))).toBe('E_NOT_FOUND');
     // The commit exists, but it is not a version of A's record.
     expect(await asyncErrorCode(() => s.recordDiff(agentA, 'rec-a', c, c))).toBe('E_VALIDATION');
+  });
+
+  it('a record\'s file name tells an agent nothing of a conversation whose id differs only in case', () => {
+    const theirs = reader().readRecord(OP, 'rec-a').record.path;
+    expect(theirs).toMatch(/^conversations\/A\//);
+    // The same title in conversation "a": the same file name in its own folder, not a suffix that would
+    // say "A" holds a record of that title.
+    const mine = publish([{ id: 'rec-lower-a', title: 'Conversation A note', body: 'mine' }], ['--partition', 'conversation:a', '--actor', 'agent']).records[0]!.path;
+    expect(mine).toBe(theirs.replace(/^conversations\/A\//, 'conversations/a/'));
+    // Within one partition, names still differ by more than case (a case-insensitive clone keeps both files).
+    const shard = `conversations/a/pages/${createHash('sha256').update('second-note').digest('hex').slice(0, 2)}`;
+    mkdirSync(join(vault, shard), { recursive: true });
+    writeFileSync(join(vault, shard, 'Second-Note.md'), recordText({ id: 'rec-hand', title: 'Hand note', body: 'by hand' }));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const second = publish([{ id: 'rec-second', title: 'Second note', body: 'second' }], ['--partition', 'conversation:a', '--actor', 'agent']).records[0]!.path;
+    expect(second).toMatch(new RegExp(`^${shard}/second-note-[0-9a-f]{8}\\.md$`));
   });
 
   it('a scan commit that also touched B is shown to A without naming B or counting its files', async () => {

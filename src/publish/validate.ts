@@ -159,7 +159,11 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   }
 
   const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
-  const pathTakenInIndex = db.prepare('SELECT 1 FROM records WHERE lower(path) = lower(?) UNION ALL SELECT 1 FROM vault_files WHERE lower(path) = lower(?) LIMIT 1');
+  // A name is taken by one that differs only in case in this partition's folder (a clone on a case-insensitive file
+  // system could not hold both), elsewhere only by the same name: whether a conversation whose id differs from this
+  // one's only in case holds a file of that name is not this caller's to learn from its own file's name.
+  const sameNameAnyCase = db.prepare('SELECT path FROM records WHERE lower(path) = lower(?) UNION ALL SELECT path FROM vault_files WHERE lower(path) = lower(?)').pluck();
+  const pathTakenInIndex = (rel: string) => (sameNameAnyCase.all(rel, rel) as string[]).some((p) => p === rel || p.startsWith(`${pdir}/`));
   const getTombstone = db.prepare('SELECT revision, partition, path FROM record_tombstones WHERE id = ?');
   const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
   const brokenClaim = db.prepare('SELECT path, partition FROM broken_record_files WHERE id = ? LIMIT 1');
@@ -194,7 +198,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const priorCitations = db.prepare("SELECT json_extract(meta, '$.evidence') FROM records WHERE id = ?").pluck();
   const citationKey = (c: { source: string; lines?: [number, number]; quote?: string }) => JSON.stringify([c.source, c.lines ?? null, c.quote ?? null]);
   const taken = (rel: string) =>
-    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex.get(rel, rel) !== undefined || onDiskAt(join(store.paths.vault, rel));
+    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex(rel) || onDiskAt(join(store.paths.vault, rel));
 
   const records: PlannedRecord[] = [];
   const idsInRequest = new Set<string>();
