@@ -108,6 +108,35 @@ describe('[GIT-10] the user\'s own work in the repository is never touched', () 
     expect(status).toEqual(['?? draft.md', 'A  notes.md']);
   });
 
+  it('a split index whose shared index expires at once stays readable while Knowledge writes its copy of the index, and the user\'s staged work survives', () => {
+    publishText('---\nkind: page\ntitle: First\n---\none\n');
+    writeFileSync(join(vault, 'notes.md'), 'my staged note\n');
+    userGit(sb, vault, ['add', 'notes.md']);
+    userGit(sb, vault, ['config', 'core.splitIndex', 'true']);
+    userGit(sb, vault, ['config', 'splitIndex.sharedIndexExpire', 'now']);
+    userGit(sb, vault, ['update-index', '--split-index']);
+    // After each index write of Knowledge's to a copy (GIT_INDEX_FILE), the user's git reads the live index.
+    const log = join(sb.dir, 'live-index.log');
+    const userEnv = Object.entries(sb.env).filter(([k]) => k === 'PATH' || k === 'HOME' || k.startsWith('GIT_') || k === 'LC_ALL')
+      .map(([k, v]) => `${k}='${v}'`).join(' ');
+    const wrapper = join(sb.dir, 'checking-git');
+    writeFileSync(wrapper, [
+      '#!/bin/sh',
+      'git "$@"; rc=$?',
+      'case " $* " in *" update-index "*)',
+      `  if [ -n "$GIT_INDEX_FILE" ]; then (cd '${vault}' && env -i ${userEnv} git status --porcelain >/dev/null 2>>'${log}' && echo readable >>'${log}' || echo broken >>'${log}'); fi;;`,
+      'esac',
+      'exit $rc',
+      '',
+    ].join('\n'), { mode: 0o755 });
+    const p = publishText('---\nkind: page\ntitle: Second\n---\ntwo\n', { KNOWLEDGE_GIT: wrapper });
+    expect(p.git.state).toBe('committed');
+    const seen = readFileSync(log, 'utf8');
+    expect(seen).toMatch(/^readable$/m);
+    expect(seen).not.toMatch(/broken|fatal/);
+    expect(userGit(sb, vault, ['status', '--porcelain']).split('\n').filter(Boolean)).toEqual(['A  notes.md']);
+  });
+
   it('a file marked intent-to-add (git add -N) that a scan commits is in the index as committed: the user\'s next commit keeps it', () => {
     mkdirSync(join(vault, 'private'), { recursive: true });
     writeFileSync(join(vault, 'private', 'a.md'), '# a\n');

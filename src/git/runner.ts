@@ -90,6 +90,11 @@ export const GIT_OVERRIDES: readonly string[] = [
   'core.sshCommand=false',
   'core.pager=cat',
   'index.skipHash=false',
+  // Knowledge writes a copy of a split index (GIT_INDEX_FILE) and renames it over .git/index. Writing it, git
+  // deletes expired shared index files: with splitIndex.sharedIndexExpire=now, the very one the live index still
+  // names, so the user's git could not read .git/index until the rename — nor ever, had Knowledge died in between.
+  // The user's own next index write removes what is left over, at the user's expiry.
+  'splitIndex.sharedIndexExpire=never',
   // Knowledge parses what git prints (trailers, paths): always UTF-8, never
   // re-encoded to what a repository's config asks for (UTF-16 output broke the
   // search for a retried checkpoint's own commit).
