@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, gitWrapper, userGit, type Sandbox } from './helpers.js';
 
 /**
  * End-to-end history rules through the CLI, as a user runs them: outages,
@@ -92,6 +92,21 @@ describe('[GIT-18][GIT-19] repository problems are pending; fix and resume commi
     expect(p.git).toMatchObject({ state: 'pending', code: 'operation-in-progress' });
     expect(readFileSync(join(vault, p.records[0].path), 'utf8')).toMatch(/kept/);
     expect(existsSync(join(vault, '.git', 'MERGE_HEAD'))).toBe(true);
+  });
+});
+
+describe('[GIT-15] housekeeping after a checkpoint', () => {
+  it('a roll-up of the repository\'s packs that fails is told as a warning, and the publication stands', () => {
+    publishText('---\nkind: page\ntitle: First\n---\none\n');
+    // More packs than the roll-up threshold (24): files git itself ignores (no .idx).
+    const packDir = join(vault, '.git', 'objects', 'pack');
+    for (let i = 0; i < 25; i++) writeFileSync(join(packDir, `pack-${String(i).padStart(40, '0')}.pack`), '');
+    const failing = gitWrapper(sb, 'failing-repack-git', ['for a in "$@"; do [ "$a" = repack ] && { echo "fatal: out of memory, malloc failed" >&2; exit 128; }; done']);
+    writeFileSync(join(sb.dir, 'r.md'), '---\nkind: page\ntitle: Second\n---\ntwo\n');
+    const r = cli(sb, ['publish', '--store', 'st', '--json', 'r.md'], { env: { KNOWLEDGE_GIT: failing } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).git.state).toBe('committed');
+    expect(r.stderr).toMatch(/^warning: could not roll up the repository's packs \(git-error\): git failed: fatal: out of memory, malloc failed; tried again after the next checkpoint$/m);
   });
 });
 

@@ -448,7 +448,8 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
     await payOwed();
     if (result.committed.length > 0 && !opts.skipMaintenance && db.open) {
       try {
-        await maintainRepository(runner, vault);
+        const m = await maintainRepository(runner, vault);
+        if (m.ran === false && m.why === 'failed') noteAfterReceipts(store, `could not roll up the repository's packs (${m.code}): ${firstLine(m.reason)}; tried again after the next checkpoint`);
       } catch (err) {
         // Rolling packs up is only housekeeping: it is tried again after the next checkpoint.
         noteAfterReceipts(store, `could not roll up the repository's packs: ${firstLine(err instanceof Error ? err.message : String(err))}`);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { GitRunner } from './runner.js';
 import { commitChain } from './checkpoint.js';
@@ -63,7 +64,8 @@ describe('maintainRepository', () => {
     await checkpoints(vault, 7);
     for (const sign of ['index.lock', 'MERGE_HEAD', 'refs/heads/main.lock', 'gc.pid']) {
       const p = join(vault, '.git', sign);
-      writeFileSync(p, sign === 'MERGE_HEAD' ? ugit(sb, vault, ['rev-parse', 'HEAD']) : '');
+      // gc.pid as a running `git gc` writes it: its pid and host.
+      writeFileSync(p, sign === 'MERGE_HEAD' ? ugit(sb, vault, ['rev-parse', 'HEAD']) : sign === 'gc.pid' ? `${process.pid} ${hostname()}` : '');
       const packs = readdirSync(join(vault, '.git/objects/pack')).sort();
       expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: false, why: 'busy', busyWith: sign });
       expect(existsSync(p)).toBe(true);
@@ -71,6 +73,60 @@ describe('maintainRepository', () => {
       rmSync(p);
     }
     expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: true });
+  });
+
+  it('a gc.pid left by a gc that is gone does not stop it, by git\'s own rule: a dead pid of this host, unreadable, or 12 hours old', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gcPid = join(vault, '.git', 'gc.pid');
+    const old = (Date.now() - 13 * 3600_000) / 1000;
+    const cases: Array<[string, string, number | null]> = [
+      ['a pid of this host that is not running', `2147483646 ${hostname()}`, null],
+      ['no pid at all', '', null],
+      ['another host, 13 hours ago', '12345 some-other-host', old],
+    ];
+    await checkpoints(vault, 6);
+    for (const [what, text, mtime] of cases) {
+      await checkpoints(vault, 0);
+      writeFileSync(gcPid, text);
+      if (mtime !== null) utimesSync(gcPid, mtime, mtime);
+      expect(await maintainRepository(runner, vault, { ...policy, maxPacks: 0 }), what).toMatchObject({ ran: true });
+      expect(existsSync(gcPid), what).toBe(true); // still the user's file
+    }
+    // Another host's gc of the last 12 hours is taken for running, as git takes it.
+    writeFileSync(gcPid, '12345 some-other-host');
+    expect(await maintainRepository(runner, vault, { ...policy, maxPacks: 0 })).toMatchObject({ ran: false, why: 'busy', busyWith: 'gc.pid' });
+  });
+
+  it('in a partial clone (a promisor remote, blobs left out) the packs are rolled up all at once; history is unchanged', async () => {
+    sb = makeSandbox();
+    const origin = userRepo(sb, 'origin', { 'README.md': 'hello\n', 'old.txt': 'a blob the clone leaves out\n' });
+    ugit(sb, origin, ['rm', '-q', 'old.txt']);
+    ugit(sb, origin, ['commit', '-q', '-m', 'user: old.txt gone']);
+    ugit(sb, origin, ['config', 'uploadpack.allowFilter', 'true']);
+    ugit(sb, sb.dir, ['clone', '-q', '--filter=blob:none', `file://${origin}`, 'vault']);
+    const vault = join(sb.dir, 'vault');
+    expect(ugit(sb, vault, ['rev-list', '--objects', '--missing=print', 'main'])).toMatch(/^\?[0-9a-f]{40}$/m);
+    await checkpoints(vault, 7);
+    const log = ugit(sb, vault, ['log', '--format=%H %T', 'main']);
+    const out = await maintainRepository(runner, vault, policy);
+    expect(out).toMatchObject({ ran: true });
+    expect((await objectCounts(join(vault, '.git'))).packs).toBeLessThanOrEqual(2);
+    expect(ugit(sb, vault, ['log', '--format=%H %T', 'main'])).toBe(log);
+    expect(ugit(sb, vault, ['cat-file', '-p', 'main:n/7.md'])).toBe('7\n');
+  });
+
+  it('a repository whose config keeps every pack (extensions.preciousObjects) is left as it is, and that is no failure', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    ugit(sb, vault, ['config', 'core.repositoryformatversion', '1']);
+    ugit(sb, vault, ['config', 'extensions.preciousObjects', 'true']);
+    await checkpoints(vault, 7);
+    const packs = () => readdirSync(join(vault, '.git/objects/pack')).filter((n) => n.endsWith('.pack')).sort();
+    const before = packs();
+    expect(before.length).toBe(7);
+    expect(await maintainRepository(runner, vault, policy)).toMatchObject({ ran: false, why: 'precious' });
+    expect(packs()).toEqual(before);
   });
 
   it('never runs while the lock of a linked index is held: git locks the link\'s target [GIT-19]', async () => {

@@ -6,13 +6,17 @@
  * packs and loose objects merge, a large pack is left as it is, so the cost
  * follows what is new, not the vault size — isolated like every other call
  * [GIT-12]. Never while a lock, a gc or any operation of the user's is
- * visible [GIT-19]; a failure changes nothing and is retried next time.
+ * visible [GIT-19]; a failure changes nothing and is retried next time (the
+ * caller says so). In a partial clone the roll-up is one whole repack; in a
+ * repository whose config keeps every pack (extensions.preciousObjects), none.
  *
  * Split: `planMaintenance` (pure: counts in, decision out) and
  * `maintainRepository` (file counts, the repack).
  */
-import { lstat, readdir, realpath } from 'node:fs/promises';
+import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { processAlive } from '../process.js';
 import { classifyGitFailure, type GitRunner } from './runner.js';
 import { importerPacks, retireImporter } from './import-session.js';
 import { vaultEnv } from './inspect.js';
@@ -37,7 +41,8 @@ export interface ObjectCounts {
 }
 
 export type MaintenanceOutcome =
-  | { ran: false; why: 'healthy' | 'busy' | 'no-repository'; counts?: ObjectCounts; busyWith?: string }
+  // 'precious': the repository's extensions.preciousObjects forbids deleting any pack, so nothing can be rolled up.
+  | { ran: false; why: 'healthy' | 'busy' | 'no-repository' | 'precious'; counts?: ObjectCounts; busyWith?: string }
   | { ran: true; before: ObjectCounts; after: ObjectCounts; ms: number }
   | { ran: false; why: 'failed'; code: PendingCode; reason: string };
 
@@ -46,12 +51,11 @@ export function planMaintenance(counts: ObjectCounts, policy: MaintenancePolicy)
   return counts.packs > policy.maxPacks || counts.looseObjects > policy.maxLooseObjects;
 }
 
-/** Files whose presence means a user's git command is running or was interrupted. */
+/** Files whose presence means a user's git command is running or was interrupted (`gc.pid`: see gcRunning). */
 const BUSY_SIGNS = [
   'index.lock',
   'HEAD.lock',
   'packed-refs.lock',
-  'gc.pid',
   'MERGE_HEAD',
   'CHERRY_PICK_HEAD',
   'REVERT_HEAD',
@@ -91,22 +95,49 @@ export async function maintainRepository(
   if (!planMaintenance(before, policy)) return { ran: false, why: 'healthy', counts: before };
   // A linked `.git/index` is locked at its target (index-lock.ts): that lock is a user's command too.
   const { lock: indexLock } = await indexFiles(gitDir);
-  const busy = await firstPresent(gitDir, [...BUSY_SIGNS, indexLock, ...(await refLocks(gitDir))]);
+  const busy = (await firstPresent(gitDir, [...BUSY_SIGNS, indexLock, ...(await refLocks(gitDir))])) ?? ((await gcRunning(gitDir)) ? 'gc.pid' : undefined);
   if (busy) return { ran: false, why: 'busy', counts: before, busyWith: busy };
   const t0 = performance.now();
   // Packs a running fast-import closed carry `.keep` until it exits; a
   // repack leaves kept packs alone.
   await retireImporter(runner, vault);
-  const r = await runner.run(['repack', '-d', '-q', '-l', '--geometric=2', '--no-write-bitmap-index'], {
+  const repack = (how: string[]) => runner.run(['repack', '-d', '-q', '-l', ...how, '--no-write-bitmap-index'], {
     cwd: vault,
     env: vaultEnv(vault),
     timeoutMs: policy.timeoutMs,
   });
+  let r = await repack(['--geometric=2']);
+  // A partial clone (a promisor remote): git 2.39 cannot repack geometrically there. Everything into one pack
+  // instead (the promisor packs stay as they are); -A keeps unreachable objects, as the geometric roll-up does
+  // (blobs a checkpoint packed ahead of its commit), loose.
+  if (r.code !== 0 && /cannot use internal rev list with --stdin-packs/.test(r.stderr)) r = await repack(['-A']);
+  // extensions.preciousObjects: the user's repository keeps every pack; not Knowledge's to roll up.
+  if (r.code !== 0 && /precious-objects repo/.test(r.stderr)) return { ran: false, why: 'precious', counts: before };
   if (r.code !== 0) {
     const c = classifyGitFailure(r.stderr, r.timedOut);
     return { ran: false, why: 'failed', code: c.code, reason: c.reason };
   }
   return { ran: true, before, after: await objectCounts(gitDir), ms: performance.now() - t0 };
+}
+
+/**
+ * Whether `gc.pid` says a `git gc` is running, by git's own rule: the file is
+ * younger than 12 hours and names another host, or a live process of this
+ * one. A gc killed without cleaning up leaves it behind, and git runs over it
+ * after that; so does Knowledge.
+ */
+async function gcRunning(gitDir: string): Promise<boolean> {
+  let text: string;
+  try {
+    const file = join(gitDir, 'gc.pid');
+    if (Date.now() - (await lstat(file)).mtimeMs > 12 * 3600_000) return false;
+    text = await readFile(file, 'utf8');
+  } catch {
+    return false;
+  }
+  const m = /^(\d+) (\S+)/.exec(text);
+  if (!m) return false;
+  return m[2] !== hostname() || processAlive(Number(m[1]), null);
 }
 
 /** Lock files under refs/heads (a user's commit in progress). Shallow: branch names rarely nest. */
