@@ -69,7 +69,18 @@ describe('fast frontmatter path [SCAN-4]', () => {
     ['a tab', '---\nx:\ty\n---\n'],
     ['brackets in a plain scalar', '---\ntitle: a [b]\n---\n'],
     ['a closing line with trailing text', '---\nx: 1\n--- no\n---\n'],
+    // YAML limits an implicit key to 1024 characters: the full parser refuses these.
+    ['a key of 1025 characters', `---\n${'k'.repeat(1025)}: v\n---\n`],
+    ['a list item\'s key of 1025 characters', `---\nx:\n  - ${'k'.repeat(1025)}: v\n---\n`],
+    ['a list item\'s second key of 1025 characters', `---\nx:\n  - a: 1\n    ${'k'.repeat(1025)}: v\n---\n`],
   ];
+  it('reads a key of 1024 characters, as the full parser does', () => {
+    const text = `---\n${'k'.repeat(1024)}: v\nx:\n  - ${'a'.repeat(1024)}: 1\n    ${'b'.repeat(1024)}: 2\n---\n`;
+    const full = parseRecordText(text);
+    expect(full.ok).toBe(true);
+    expect(fastParseRecord(text)!.data).toEqual(full.ok ? full.file.data : null);
+  });
+
   for (const [name, text] of fallbacks) {
     it(`leaves ${name} to the full parser`, () => {
       expect(fastParseRecord(text)).toBeNull();

@@ -25,9 +25,10 @@ type Scalar = string | number | boolean | null;
 // Characters that make the subset give up: C0 (but \n), DEL, C1, tab, U+2028/2029, BOM.
 // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
 const UNSAFE_RE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\ufeff]/;
-const KEY_RE = /^[A-Za-z_][A-Za-z0-9_-]*$/;
-const KEY_LINE_RE = /^([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$/;
-const ITEM_MAP_RE = /^([A-Za-z_][A-Za-z0-9_-]*): (.+)$/;
+// At most 1024 characters: YAML's limit on an implicit key, which the full parser enforces.
+const KEY_RE = /^[A-Za-z_][A-Za-z0-9_-]{0,1023}$/;
+const KEY_LINE_RE = /^([A-Za-z_][A-Za-z0-9_-]{0,1023}):(?: (.*))?$/;
+const ITEM_MAP_RE = /^([A-Za-z_][A-Za-z0-9_-]{0,1023}): (.+)$/;
 const RESERVED_KEYS = new Set(['__proto__', 'null', 'Null', 'NULL', 'true', 'True', 'TRUE', 'false', 'False', 'FALSE']);
 // Plain scalars may start with a letter, digit, '_', '/', '(' or any non-ASCII character.
 const PLAIN_START_RE = /^[A-Za-z0-9_/(\u00a0-\uffff]/;
