@@ -58,6 +58,18 @@ describe('parseRecordText envelopes', () => {
     ['empty frontmatter', '---\n---\nbody\n', /must be a YAML mapping/],
     ['duplicate keys', '---\nkind: page\ntitle: a\ntitle: b\n---\n', /unique/],
     ['nested duplicate keys', '---\nkind: page\nx:\n  a: 1\n  a: 2\n---\n', /unique/],
+    ['duplicate keys in a map inside a list', '---\nkind: page\nx:\n  - a: 1\n    a: 2\n---\n', /unique/],
+    // An alias as a key names the key it aliases: here the store-owned updated_at, a second time (after toJS, the
+    // later value would win over the one the store writes).
+    ['an alias as a key', '---\nkind: page\ntitle: t\nx: &k updated_at\n*k : "1999-01-01T00:00:00Z"\n---\n', /line 5\): a YAML alias \(\*name\) cannot be a key/],
+    ['a collection as a key', '---\nkind: page\ntitle: t\n? [a]\n: 1\n---\n', /line 4\): a collection cannot be a key/],
+    // One key once read: the boolean true and the string "true", the number 1 and the string "1".
+    ['true and "true"', '---\nkind: page\ntrue: 1\n"true": 2\n---\n', /line 4\): Map keys must be unique: "true" twice/],
+    ['1 and "1"', '---\nkind: page\n1: a\n"1": b\n---\n', /unique/],
+    // UTF-8 cannot hold a lone surrogate: SQLite would get bytes that are no text, the file U+FFFD in its place.
+    ['a lone surrogate escaped in a title', '---\nkind: page\ntitle: "a\\ud800b"\n---\n', /^invalid YAML frontmatter: "a\\ud800b" holds a lone UTF-16 surrogate \(\\ud800\)/],
+    ['a lone surrogate escaped in a nested key', '---\nkind: page\nx:\n  - "\\udfff": 1\n---\n', /lone UTF-16 surrogate \(\\udfff\)/],
+    ['a lone surrogate in the text', '---\nkind: page\ntitle: t\n---\nbody \ud800 here\n', /^record text holds a lone UTF-16 surrogate \(\\ud800\)/],
     ['tab indentation', '---\nkind: page\nx:\n\t- a\n---\n', /invalid YAML/],
     // Written back, these would end the frontmatter early: the stored file would not be a record.
     ['a "---" of its own inside (trailing space)', '---\n--- \nkind: page\ntitle: x\n---\nbody\n', /without a "---" marker or % directives/],
@@ -71,6 +83,15 @@ describe('parseRecordText envelopes', () => {
       expect(r.reason).toMatch(reason);
       expect(r.reason).not.toContain('\n');
     }
+  });
+
+  it('finds a duplicate among 100k keys (a 1 MiB record), in one pass over them', () => {
+    // The parser's own check compared each key with every earlier one: minutes for this record, past the
+    // unit tests' 20 s limit; one pass takes about a second.
+    const keys = Array.from({ length: 100_000 }, (_, i) => `k${i}: 1\n`).join('');
+    const r = parseRecordText(`---\nkind: page\ntitle: t\n${keys}k5: 2\n---\n`);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.reason).toMatch(/line 100004\): Map keys must be unique: "k5" twice/);
   });
 
   it('reports the YAML error line counted from the top of the file', () => {
@@ -400,6 +421,9 @@ describe('draftExpectedRevision', () => {
   });
   it.each(['revision: 0', 'revision: "3"', 'revision: 1.5', 'revision: -1'])('%s -> E_VALIDATION', (yaml) => {
     expectValidation(() => draftExpectedRevision(parse(`---\n${yaml}\n---\n`)), 'revision');
+  });
+  it.each([['.inf', 'Infinity'], ['-.inf', '-Infinity'], ['.nan', 'NaN']])('revision: %s is named as %s, not "null"', (value, named) => {
+    expect(() => draftExpectedRevision(parse(`---\nrevision: ${value}\n---\n`))).toThrow(`got number ${named}`);
   });
 });
 

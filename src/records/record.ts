@@ -60,7 +60,8 @@ export interface CompletedDraft {
 const YAML_PARSE_OPTIONS = {
   version: '1.2',
   schema: 'core',
-  uniqueKeys: true,
+  // Duplicate keys are found by keyProblem, in one pass and with aliases resolved.
+  uniqueKeys: false,
   strict: true,
   prettyErrors: false,
   customTags: keepNumberSource,
@@ -173,6 +174,48 @@ export const MAX_YAML_DEPTH = 200;
 export const YAML_TOO_DEEP = 'collections are nested too deeply to read';
 
 /**
+ * The first key of `doc` that repeats another of its map, in one pass over
+ * each map's keys. The parser's own check (`uniqueKeys`) compares each key
+ * with every earlier one — minutes for a 1 MiB record of 100k keys, under the
+ * writer lock — and scalar keys only, so `*k : …` beside `updated_at: …`,
+ * with `&k updated_at`, passed, and the later value silently won. Keys
+ * compare as they become a JS object's keys: `true` and "true", `1` and "1"
+ * are one key. With `strictKeys` (a record's frontmatter, whose fields are
+ * named by plain scalars) an alias or a collection as a key is refused
+ * itself; otherwise an alias is resolved and a collection key is not
+ * compared. `offset` is where the key is in the text.
+ */
+export function keyProblem(doc: Document, strictKeys: boolean): { message: string; offset: number } | null {
+  const { visit, isAlias, isCollection, isScalar } = yaml();
+  let found: { message: string; offset: number } | null = null;
+  visit(doc, {
+    Map(_, map) {
+      const seen = new Set<string>();
+      for (const pair of map.items) {
+        let key: unknown = pair.key;
+        const offset = (yaml().isNode(key) ? key.range?.[0] : undefined) ?? map.range?.[0] ?? 0;
+        if (isAlias(key)) {
+          if (strictKeys) found = { message: 'a YAML alias (*name) cannot be a key', offset };
+          else key = key.resolve(doc);
+        }
+        if (found === null && isCollection(key) && strictKeys) found = { message: 'a collection cannot be a key', offset };
+        if (found !== null) return visit.BREAK;
+        if (isCollection(key)) continue;
+        const value = isScalar(key) ? key.value : key;
+        const name = value === null || value === undefined ? '' : String(value);
+        if (seen.has(name)) {
+          found = { message: `Map keys must be unique: ${JSON.stringify(name.length > 60 ? `${name.slice(0, 60)}…` : name)} twice`, offset };
+          return visit.BREAK;
+        }
+        seen.add(name);
+      }
+      return undefined;
+    },
+  });
+  return found;
+}
+
+/**
  * The parser's tokens of `text`, unless it nests collections more than
  * {@link MAX_YAML_DEPTH} deep: then `tooDeepAt` is the offset of the first
  * collection past the limit (-1 otherwise). Each level needs a line of its
@@ -248,6 +291,8 @@ function lineOfOffset(text: string, offset: number): number {
  */
 export function parseRecordText(text: string): ParseResult {
   if (typeof text !== 'string') return fail('record is not text');
+  const lone = LONE_SURROGATE.exec(text);
+  if (lone) return fail(`record text holds a lone UTF-16 surrogate (${surrogateName(lone[0])}), which is no Unicode character (UTF-8 cannot hold it)`);
   if (text.startsWith('\uFEFF')) {
     return fail('record starts with a byte order mark (BOM); it must begin with a "---" line');
   }
@@ -291,6 +336,8 @@ export function parseRecordText(text: string): ParseResult {
     const line = lineOfOffset(yamlText, firstError.pos[0]) + 1;
     return fail(`invalid YAML frontmatter (line ${line}): ${yamlErrorMessage(firstError.message)}`);
   }
+  const keys = keyProblem(doc, true);
+  if (keys) return fail(`invalid YAML frontmatter (line ${lineOfOffset(yamlText, keys.offset) + 1}): ${keys.message}`);
   // A "---" of its own (with a trailing space or comment, it was not the closing line) or a % directive:
   // written back, it would end the frontmatter for the next reader (this one included).
   const dir = doc.directives;
@@ -307,7 +354,43 @@ export function parseRecordText(text: string): ParseResult {
     return fail(`invalid YAML frontmatter: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
   }
   if (!isPlainObject(data)) return fail('frontmatter must be a YAML mapping of keys to values');
+  const illFormed = firstIllFormed(data);
+  if (illFormed !== null) {
+    const shown = illFormed.length > 60 ? `${illFormed.slice(0, 60)}…` : illFormed;
+    return fail(`invalid YAML frontmatter: ${JSON.stringify(shown)} holds a lone UTF-16 surrogate (${surrogateName(LONE_SURROGATE.exec(illFormed)![0])}), which is no Unicode character (UTF-8 cannot hold it)`);
+  }
   return { ok: true, file: { doc, data, body: text.slice(bodyStart), ...(start === 5 ? { crlf: true as const } : {}) } };
+}
+
+/** A UTF-16 surrogate with no partner (with the `u` flag, a pair is one code point and does not match). */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+const surrogateName = (c: string) => `\\u${c.charCodeAt(0).toString(16)}`;
+
+/**
+ * The first string (key or value) of `data` that is not Unicode text: a YAML
+ * escape (`"\ud800"`) gives a lone surrogate, which the file keeps as the
+ * escape but SQLite would be given as bytes that are no UTF-8. Null when none.
+ */
+function firstIllFormed(data: unknown): string | null {
+  const seen = new Set<object>();
+  const stack: unknown[] = [data];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v)) return v;
+    } else if (typeof v === 'object' && v !== null && !seen.has(v)) {
+      seen.add(v);
+      if (Array.isArray(v)) for (const x of v as unknown[]) stack.push(x);
+      else {
+        for (const [k, x] of Object.entries(v)) {
+          if (LONE_SURROGATE.test(k)) return k;
+          stack.push(x);
+        }
+      }
+    }
+  }
+  return null;
 }
 
 /** Parse raw file bytes: rejects invalid UTF-8 and a BOM, then {@link parseRecordText}. */
@@ -357,6 +440,8 @@ function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';
+  // JSON has no Infinity or NaN: it would say "null" for `.inf`.
+  if (typeof v === 'number') return `number ${String(v)}`;
   return `${typeof v} ${JSON.stringify(v)}`;
 }
 

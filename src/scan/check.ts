@@ -6,7 +6,7 @@
  */
 import type { Document } from 'yaml';
 import { yaml } from '../yaml-lazy.js';
-import { parseRecordText, sha256Hex, validateStored, yamlErrorMessage, yamlTokens, YAML_TOO_DEEP, type ParsedFile, type ValidationIssue } from '../records/record.js';
+import { keyProblem, parseRecordText, sha256Hex, validateStored, yamlErrorMessage, yamlTokens, YAML_TOO_DEEP, type ParsedFile, type ValidationIssue } from '../records/record.js';
 import { RECORD_FORMAT } from '../records/types.js';
 import { partitionOfPath } from '../store/layout.js';
 import { isMarkdownPath } from './scope.js';
@@ -118,7 +118,8 @@ function checkYaml(file: string): FileCheck {
   if (parsed.tokens === null) return invalid('broken-yaml', `invalid YAML: ${YAML_TOO_DEEP}`);
   let docs: Document.Parsed[];
   try {
-    docs = Array.from(new (yaml().Composer)({ version: '1.2', schema: 'core', uniqueKeys: true, strict: true }).compose(parsed.tokens));
+    // Duplicate keys: keyProblem below, in one pass (the parser's own check is quadratic in the keys of a map).
+    docs = Array.from(new (yaml().Composer)({ version: '1.2', schema: 'core', uniqueKeys: false, strict: true }).compose(parsed.tokens));
   } catch (err) {
     // Block collections nested past the parser's stack throw rather than report [SCAN-2].
     return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(err instanceof Error ? err.message : String(err))}`);
@@ -126,6 +127,8 @@ function checkYaml(file: string): FileCheck {
   for (const d of docs) {
     const e = d.errors[0];
     if (e) return invalid('broken-yaml', `invalid YAML: ${yamlErrorMessage(e.message)}`);
+    const keys = keyProblem(d, false);
+    if (keys) return invalid('broken-yaml', `invalid YAML: ${keys.message}`);
   }
   return { kind: 'yaml' };
 }
