@@ -303,6 +303,12 @@ describe('[GIT-8][SCAN-1] later scans group outside edits into one checkpoint', 
     const d = db();
     expect(d.prepare('SELECT path FROM records WHERE id = ?').pluck().get('sp1')).toBe('private/one.md');
     d.close();
+    // Revised while its file is out of the working tree: refused, saying why and what brings it back (a scan does
+    // not: it keeps the record as it is).
+    writeFileSync(join(sb.dir, 'rev.md'), '---\nid: sp1\nrevision: 1\nkind: page\ntitle: One\n---\nrevised\n');
+    const rev = cli(sb, ['publish', '--store', 'st', 'rev.md']);
+    expect(rev.code).toBe(1);
+    expect(rev.stderr).toMatch(/^E_CONFLICT: record #1: private\/one\.md is not in the working tree: deleted by hand \(knowledge scan records that\), or left out by the repository's sparse checkout \(put it back in the checkout to revise the record\)/);
     userGit(sb, vault, ['sparse-checkout', 'disable']);
     expect(scan()).toMatchObject({ added: [], modified: [], deleted: [], renamed: [], git: null });
     expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(tip);

@@ -242,6 +242,11 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
         throw new KnowledgeError('E_CONFLICT', `${label}: record ${id} is at revision ${existing.revision}, not ${String(expected)} [REC-4]`);
       }
       const current = labelled(label, () => requireWritable(store.paths.vault, existing.path));
+      // Gone with its record still indexed: deleted since the last scan, or left out by a sparse checkout, which a
+      // scan keeps as it is (scan.ts) — "run knowledge scan first" would send the second in circles.
+      if (current === null) {
+        throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} is not in the working tree: deleted by hand (knowledge scan records that), or left out by the repository's sparse checkout (put it back in the checkout to revise the record)`);
+      }
       if (current !== existing.sha256) {
         throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} changed on disk since Knowledge last recorded it; run knowledge scan first`);
       }
