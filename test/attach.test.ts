@@ -223,6 +223,62 @@ describe('[GIT-9] which originals stay out of history', () => {
   });
 });
 
+describe('[GIT-9] what an attachment is, and putting a kept-out original back', () => {
+  it('a file whose extension is a name of Object.prototype completes like any other (it once failed every retry)', () => {
+    write('notes.constructor', 'hello\n');
+    const r = attach(['notes.constructor']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.receipt).toMatchObject({ mediaType: 'application/octet-stream', inHistory: true, git: { state: 'committed' } });
+    expect(partFiles()).toEqual([]);
+  });
+
+  it('an original kept out of history and deleted by hand comes back with its .gitignore: git status stays clean', () => {
+    write('pic.png', Buffer.concat([Buffer.from('\x89PNG\r\n\x1a\n', 'latin1'), Buffer.from('fakepng')]));
+    const first = attach(['pic.png']).receipt;
+    expect(first.inHistory).toBe(false);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+    rmSync(join(vault, first.path, '..'), { recursive: true });
+    const again = attach(['pic.png']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(existsSync(join(vault, first.path))).toBe(true);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+  });
+});
+
+describe('[GIT-9] evidence given with a publication: its declared type, and the same bytes twice', () => {
+  const claim = '---\nkind: claim\nclaim_kind: fact\ntitle: Seen\n---\nb\n';
+  it('a declared type is lowercased (Video/MP4 is video: kept out) and one not of the form type/subtype is E_VALIDATION', async () => {
+    await withServiceAsync(async (s) => {
+      const r = await s.publish({ partition: 'private', actor: 'agent', records: [claim], evidence: [{ name: 'clip.dat', bytes: Buffer.from('frames'), mediaType: 'Video/MP4' }] });
+      expect(r.evidence[0]).toMatchObject({ inHistory: false });
+      const err = await s.publish({ partition: 'private', actor: 'agent', records: [claim.replace('Seen', 'Odd')], evidence: [{ name: 'odd.dat', bytes: Buffer.from('odd'), mediaType: 'not a type at all' }] }).catch((e: unknown) => e);
+      expect(isKnowledgeError(err) && err.code).toBe('E_VALIDATION');
+      expect((err as Error).message).toMatch(/evidence #1 \(odd\.dat\): media type "not a type at all" is not of the form type\/subtype/);
+      await s.settle();
+    });
+    const types = db((x) => x.prepare('SELECT media_type FROM sources').pluck().all());
+    expect(types).toEqual(['video/mp4']);
+  });
+
+  it('the same bytes twice in one publication are one source with both attributions', async () => {
+    const r = await withServiceAsync(async (s) => {
+      const out = await s.publish({
+        partition: 'private', actor: 'agent', records: [claim],
+        evidence: [
+          { name: 'a.txt', bytes: Buffer.from('same bytes\n'), attribution: 'from Alice' },
+          { name: 'b.txt', bytes: Buffer.from('same bytes\n'), attribution: 'from Bob' },
+          { name: 'c.txt', bytes: Buffer.from('same bytes\n'), attribution: 'from Alice' },
+        ],
+      });
+      await s.settle();
+      return out;
+    });
+    expect(r.evidence).toHaveLength(1);
+    const attributions = db((x) => JSON.parse(x.prepare('SELECT attributions FROM sources').pluck().get() as string) as Array<{ attribution: string }>);
+    expect(attributions.map((a) => a.attribution)).toEqual(['from Alice', 'from Bob']);
+  });
+});
+
 describe('content addressing: the same bytes attached twice are one source', () => {
   it('keeps one file and one commit, and both attributions', () => {
     write('a.txt', 'the same bytes\n');

@@ -326,6 +326,56 @@ describe('evidence retention', () => {
   });
 });
 
+describe('[GIT-9] evidence kept in or out of history by what it is', () => {
+  const claim = (title: string) => write(`${title}.md`, `---\nkind: claim\nclaim_kind: fact\ntitle: ${title}\n---\nb\n`);
+  const tracked = () => userGit(sb, vault, ['ls-files']).trim().split('\n');
+
+  it('a UTF-16 text (its byte-order mark FF FE), and a text starting "ID3", are text: committed', () => {
+    write('notes16.txt', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('Meeting notes\r\n', 'utf16le')]));
+    write('id3.txt', 'ID3 tags: the header is 10 bytes.\n');
+    const r = publish(['--evidence', 'notes16.txt', '--evidence', 'id3.txt', claim('Notes')]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.receipt.evidence.map((e: { inHistory: boolean }) => e.inHistory)).toEqual([true, true]);
+    for (const e of r.receipt.evidence as Array<{ path: string }>) expect(tracked()).toContain(e.path);
+  });
+
+  it('a file whose extension is a name of Object.prototype (.constructor, .__proto__) is plain evidence', () => {
+    write('notes.constructor', 'hello\n');
+    write('notes.__proto__', 'there\n');
+    const r = publish(['--evidence', 'notes.constructor', '--evidence', 'notes.__proto__', claim('Proto')]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.receipt.evidence.map((e: { inHistory: boolean }) => e.inHistory)).toEqual([true, true]);
+  });
+
+  it('an original kept out of history and deleted by hand is put back with its .gitignore: git status stays clean', () => {
+    write('pic.png', Buffer.concat([Buffer.from('\x89PNG\r\n\x1a\n', 'latin1'), Buffer.from('fakepng')]));
+    const first = publish(['--evidence', 'pic.png', claim('Picture')]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.receipt.evidence[0].inHistory).toBe(false);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+    rmSync(join(vault, first.receipt.evidence[0].path, '..'), { recursive: true });
+    const again = publish(['--evidence', 'pic.png', claim('Picture again')]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(existsSync(join(vault, again.receipt.evidence[0].path))).toBe(true);
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+  });
+
+  it('files of a new source already at its paths (copied by hand from another partition) are refused before anything is written', () => {
+    write('ev.txt', 'copied evidence\n');
+    const priv = publish(['--evidence', 'ev.txt', claim('Private')]);
+    expect(priv.code, priv.stderr).toBe(0);
+    const shard = priv.receipt.evidence[0].path.split('/').slice(0, 3).join('/'); // private/evidence/<hh>
+    mkdirSync(join(vault, 'conversations/s1/evidence'), { recursive: true });
+    spawnSync('cp', ['-a', join(vault, shard), join(vault, 'conversations/s1/evidence/')]);
+    const before = spawnSync('find', [join(vault, 'conversations')], { encoding: 'utf8' }).stdout;
+    write('ev-copy.txt', 'copied evidence\n');
+    const r = publish(['--partition', 'conversation:s1', '--evidence', 'ev-copy.txt', claim('Copy')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_CONFLICT: evidence ev-copy\.txt: conversations\/s1\/evidence\/\S+ is already in the vault, but conversation:s1 has no source src-\S+ recorded \(copied there by hand\?\); move it away, then publish again$/m);
+    expect(spawnSync('find', [join(vault, 'conversations')], { encoding: 'utf8' }).stdout).toBe(before);
+  });
+});
+
 describe('partitions', () => {
   it('private and conversation:<session> map to private/ and conversations/<session>/', () => {
     write('p.md', '---\nkind: page\ntitle: Chat note\n---\n');

@@ -22,7 +22,7 @@
  * at their installed path.
  */
 import { existsSync, renameSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
@@ -96,7 +96,10 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const target = join(store.paths.vault, path);
   const kept = existing ? join(store.paths.vault, existing.path) : null;
   // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
-  for (const rel of [path, descriptorPath, `${dir}/.gitignore`, ...(existing ? [existing.path] : [])]) requireWritable(store.paths.vault, rel, { hash: false });
+  const keptIgnore = existing && existing.in_history === 0 ? `${posix.dirname(existing.path)}/.gitignore` : null;
+  for (const rel of [path, descriptorPath, `${dir}/.gitignore`, ...(existing ? [existing.path] : []), ...(keptIgnore ? [keptIgnore] : [])]) {
+    requireWritable(store.paths.vault, rel, { hash: false });
+  }
   // Where the bytes are: the partial file or, after a crash between rename and acknowledgement, the original
   // this request installed — or the source's, if another request with the same bytes was acknowledged meanwhile.
   const from = [part, target, ...(kept ? [kept] : [])].find((p) => existsSync(p)) ?? part;
@@ -128,7 +131,14 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   if (existing && kept) {
     // Same bytes already retained in this partition: one source, one more attribution. Its original,
     // deleted by hand (for one kept out of history, the only copy), is put back from the verified bytes.
-    if (!existsSync(kept)) installOriginal(store, from, kept);
+    if (!existsSync(kept)) {
+      installOriginal(store, from, kept);
+      // Kept out of history, it went with the .gitignore beside it (which history holds): put back too, or
+      // `git status` would show the original as new and the .gitignore as deleted.
+      if (keptIgnore !== null && !existsSync(join(store.paths.vault, keptIgnore))) {
+        atomicWrite(join(store.paths.vault, keptIgnore), Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), store.paths.staging);
+      }
+    }
     const done = acknowledge(store, row, {
       sourceId, path: existing.path, descriptorPath: existing.descriptor_path, gitignorePath: null,
       mediaType: existing.media_type, inHistory: existing.in_history === 1, isNew: false,

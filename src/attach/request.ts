@@ -9,9 +9,9 @@ import { parsePartition } from '../store/layout.js';
 import { isUuid } from '../publish/validate.js';
 import { ATTACH_LIMITS, type AttachStartRequest, type CheckedStart } from './types.js';
 import { newId } from '../request-id.js';
+import { normalizeMediaType } from '../evidence/media.js';
 
 const SHA256_RE = /^[0-9a-f]{64}$/i;
-const MEDIA_TYPE_RE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,62}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,62}$/i;
 
 export function newAttachmentId(): string {
   return newId('att');
@@ -45,13 +45,7 @@ export function checkStartRequest(req: AttachStartRequest): CheckedStart {
   if (typeof req.sha256 !== 'string' || !SHA256_RE.test(req.sha256)) {
     throw new KnowledgeError('E_VALIDATION', 'sha256 must be 64 hexadecimal characters');
   }
-  let mediaType: string | null = null;
-  if (req.mediaType !== undefined && req.mediaType !== '') {
-    if (typeof req.mediaType !== 'string' || !MEDIA_TYPE_RE.test(req.mediaType)) {
-      throw new KnowledgeError('E_VALIDATION', `media type ${JSON.stringify(req.mediaType)} is not of the form type/subtype`);
-    }
-    mediaType = req.mediaType.toLowerCase();
-  }
+  const mediaType = normalizeMediaType(req.mediaType) ?? null;
   const attribution = req.attribution ?? '';
   if (typeof attribution !== 'string' || Buffer.byteLength(attribution, 'utf8') > ATTACH_LIMITS.attributionBytes) {
     throw new KnowledgeError('E_VALIDATION', `attribution must be a string of at most ${ATTACH_LIMITS.attributionBytes} bytes`);

@@ -74,13 +74,13 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
       });
     }
     for (const s of plan.sources) {
-      const attribution = { attribution: s.attribution, publicationId: plan.publicationId, at: plan.createdAt };
+      const attributions = [s.attribution, ...(s.moreAttributions ?? [])].map((a) => ({ attribution: a, publicationId: plan.publicationId, at: plan.createdAt }));
       if (s.isNew) {
         insertSource.run(plan.partition, s.sourceId, s.sha256, s.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0,
-          JSON.stringify([attribution]), plan.createdAt);
+          JSON.stringify(attributions), plan.createdAt);
       } else {
         const cur = getAttributions.get(plan.partition, s.sourceId) as { attributions: string };
-        setAttributions.run(JSON.stringify([...JSON.parse(cur.attributions), attribution]), plan.partition, s.sourceId);
+        setAttributions.run(JSON.stringify([...JSON.parse(cur.attributions), ...attributions]), plan.partition, s.sourceId);
       }
     }
     for (const { f, fp } of prints) upsertVaultFile(db, f.path, fp);

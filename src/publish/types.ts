@@ -45,6 +45,8 @@ export interface PlannedSource {
   descriptorPath: string;
   inHistory: boolean;
   attribution: string;
+  /** The same bytes given again in this request with other attributions: each is kept too (absent in older journals). */
+  moreAttributions?: string[];
   isNew: boolean;
 }
 

@@ -5,7 +5,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
@@ -13,7 +13,7 @@ import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex,
 import { recordPath, isSafeRelativePath } from '../records/filename.js';
 import { requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
-import { detectMedia, belongsInHistory } from '../evidence/media.js';
+import { detectMedia, belongsInHistory, normalizeMediaType } from '../evidence/media.js';
 import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
 import { CHECKED_SOURCE_MAX_BYTES, citableText, citationProblem } from '../evidence/citation.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
@@ -75,6 +75,8 @@ export function checkRequestShape(req: PublishRequest): { partition: PartitionId
   req.records.forEach((t, i) => {
     if (Buffer.byteLength(t, 'utf8') > LIMITS.recordBytes) throw new KnowledgeError('E_TOO_LARGE', `record #${i + 1} is larger than ${LIMITS.recordBytes} bytes`);
   });
+  // A declared type is checked as an attachment's is (evidence/media.ts), not taken as any text [GIT-9].
+  req.evidence.forEach((e, i) => labelled(`evidence #${i + 1} (${e.name})`, () => normalizeMediaType(e.mediaType)));
   return { partition, requestId: (req.requestId ?? randomUUID()).toLowerCase() };
 }
 
@@ -124,7 +126,13 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const getSource = db.prepare('SELECT source_id, sha256, size, media_type, path, descriptor_path, in_history FROM sources WHERE partition = ? AND source_id = ?');
   for (const ev of req.evidence) {
     const sha = sha256Hex(ev.bytes);
-    if (bySha.has(sha)) continue; // same bytes twice in one request: one source
+    // Same bytes twice in one request: one source, with each attribution given (as for the same bytes published again).
+    const same = bySha.get(sha);
+    if (same !== undefined) {
+      const attribution = ev.attribution ?? '';
+      if (attribution !== same.attribution && !(same.moreAttributions ?? []).includes(attribution)) (same.moreAttributions ??= []).push(attribution);
+      continue;
+    }
     const sourceId = sourceIdFor(sha);
     requestBytes.set(sourceId, ev.bytes);
     const existing = getSource.get(partition, sourceId) as
@@ -138,11 +146,24 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       };
       // Its original deleted by hand (for one kept out of history, the only copy): installed again from these
       // bytes, and not queued — the same bytes are in history already, or are kept out of it [GIT-9].
-      if (!existsSync(join(store.paths.vault, existing.path))) addFile(existing.path, ev.bytes, false, null);
+      if (!existsSync(join(store.paths.vault, existing.path))) {
+        addFile(existing.path, ev.bytes, false, null);
+        // Kept out of history, it went with the .gitignore beside it (which history holds): that is put back too, or
+        // `git status` would show the original as new and the .gitignore as deleted.
+        const ignore = `${posix.dirname(existing.path)}/.gitignore`;
+        if (existing.in_history === 0 && !onDiskAt(join(store.paths.vault, ignore))) addFile(ignore, Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), false, null);
+      }
     } else {
-      const media = detectMedia(ev.name, ev.bytes.subarray(0, 64), ev.mediaType);
+      const media = detectMedia(ev.name, ev.bytes.subarray(0, 64), normalizeMediaType(ev.mediaType));
       const inHistory = belongsInHistory(ev.bytes.length, media);
       const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(ev.name));
+      // Files where a new source goes, that this partition has no source for (copied there by hand): refused now,
+      // before anything is written, rather than found at install with the original already in place [PUB-1].
+      for (const p of [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])]) {
+        if (onDiskAt(join(store.paths.vault, p))) {
+          throw new KnowledgeError('E_CONFLICT', `evidence ${ev.name}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (copied there by hand?); move it away, then publish again`);
+        }
+      }
       s = {
         sourceId, sha256: sha, size: ev.bytes.length, mediaType: media.mediaType, path, descriptorPath, inHistory,
         attribution: ev.attribution ?? '', isNew: true,
