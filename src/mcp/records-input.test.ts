@@ -57,6 +57,11 @@ describe('structured records become record files a caller would write (Appendix 
     }
   });
 
+  it('refuses a field named __proto__ (as JSON gives it) instead of dropping it without a word', () => {
+    const rec = JSON.parse('{"kind":"page","title":"x","fields":{"__proto__":{"a":1}}}') as Parameters<typeof structuredRecordText>[0];
+    expect(codeOf(() => structuredRecordText(rec, new Map(), 'r'))).toBe('E_VALIDATION');
+  });
+
   it('refuses fields nested past the depth any record reader accepts, however deep, as E_VALIDATION [REC-3]', () => {
     const nested = (levels: number, leaf: unknown = 1): unknown => {
       let v = leaf;

@@ -99,6 +99,8 @@ export function structuredRecordText(rec: StructuredRecordInput, sourceByName: R
   if (extra.length > MCP_LIMITS.extraFields) throw new KnowledgeError('E_TOO_LARGE', `${label}: at most ${MCP_LIMITS.extraFields} extra fields`);
   for (const [k, v] of extra) {
     if (STANDARD_KEYS.has(k)) bad(`${label}: fields.${k} is a standard key; use the "${k}" argument (store-owned keys cannot be set)`);
+    // Assigned, it would set the mapping's prototype and vanish from the file.
+    if (k === '__proto__') bad(`${label}: fields.__proto__ cannot be given as a field; write the record as markdown to use that key`);
     if (v === undefined) continue;
     // The frontmatter mapping is one level; a value nested past the limit would be written as a file no reader
     // accepts [REC-3] (and one nested thousands deep would exhaust the YAML writer's stack).
