@@ -13,6 +13,9 @@ import { connect } from 'node:net';
 import { makeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { createApp } from '../src/gateway/app.js';
+import { httpStatus } from '../src/errors.js';
+
+const httpStatusOf = (code: keyof typeof httpStatus) => httpStatus[code];
 import { startGateway, type RunningGateway } from '../src/gateway/server.js';
 
 let sb: Sandbox;
@@ -68,6 +71,24 @@ async function json(res: Response | Promise<Response>) {
 }
 
 const WRITE = { method: 'POST', headers: { 'X-Knowledge-Request': '1' } } as const;
+
+describe('the Gateway\'s error codes for a failing disk', () => {
+  it('a full disk (SQLITE_FULL, ENOSPC) is E_IO as on the command line; a database file gone is E_UNAVAILABLE', async () => {
+    const s = openService();
+    const app = createApp(s);
+    const failWith = (code: string, message: string) => {
+      s.search = () => { throw Object.assign(new Error(message), { code }); };
+    };
+    failWith('SQLITE_FULL', 'database or disk is full');
+    const full = await json(app.request('/api/search?q=x'));
+    expect(full.status).toBe(httpStatusOf('E_IO'));
+    expect(full.body.error).toEqual({ code: 'E_IO', message: 'the disk is full (SQLITE_FULL): database or disk is full' });
+    failWith('ENOSPC', 'no space left on device');
+    expect((await json(app.request('/api/search?q=x'))).body.error?.code).toBe('E_IO');
+    failWith('SQLITE_READONLY_DBMOVED', 'attempt to write a readonly database');
+    expect((await json(app.request('/api/search?q=x'))).body.error?.code).toBe('E_UNAVAILABLE');
+  });
+});
 
 describe('[READ-1] records, lookup and search over HTTP', () => {
   it('lists records, filters them, and reads one with its evidence and backlinks', async () => {
@@ -432,6 +453,21 @@ function rawGet(url: string, headers: Record<string, string> = {}): Promise<{ st
 }
 
 describe('[LAY-4] the Gateway owns the store while it runs', () => {
+  it('closes, and gives up the writer lock, while a client stalls in the middle of a request body', async () => {
+    const gw = await startGateway({ storeDir: store, port: 0, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    gateways.push(gw);
+    const socket = connect(gw.port, '127.0.0.1');
+    await new Promise<void>((done) => socket.once('connect', () => done()));
+    socket.on('error', () => {});
+    // 100 bytes announced, 5 sent, and then nothing.
+    socket.write(`POST /api/scan HTTP/1.1\r\nHost: 127.0.0.1:${gw.port}\r\nX-Knowledge-Request: 1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"par`);
+    await new Promise((done) => setTimeout(done, 200));
+    await gw.close();
+    socket.destroy();
+    writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: After close\n---\nx\n');
+    expect(cli(sb, ['publish', '--store', 'st', 'n.md']).code).toBe(0);
+  });
+
   it('holds the writer lock: a second Gateway and a writing CLI command get E_LOCKED naming it; after close, writes work', async () => {
     const gw = await startGateway({ storeDir: store, port: 0, env: sb.env, git: { pathEnv: sb.env.PATH } });
     gateways.push(gw);

@@ -10,7 +10,7 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
-import { KnowledgeError, httpStatus, isKnowledgeError, type ErrorCode } from '../errors.js';
+import { KnowledgeError, httpStatus, isDiskFull, isKnowledgeError, type ErrorCode } from '../errors.js';
 import { OPERATOR } from '../access.js';
 import type { KnowledgeService } from '../service.js';
 import { loadAssets, type Asset } from './assets.js';
@@ -59,12 +59,14 @@ const CSP = [
 interface ErrorBody { error: { code: ErrorCode; message: string } }
 
 /** SQLite failures that mean the database file is gone or unusable: the store is unavailable, not broken code. */
-const UNAVAILABLE_SQLITE = /^SQLITE_(IOERR|CORRUPT|NOTADB|CANTOPEN|READONLY_DBMOVED|FULL)/;
+const UNAVAILABLE_SQLITE = /^SQLITE_(IOERR|CORRUPT|NOTADB|CANTOPEN|READONLY_DBMOVED)/;
 
 function toKnowledgeError(err: unknown): KnowledgeError | null {
   if (isKnowledgeError(err)) return err;
   if (err instanceof HTTPException && err.status === 413) return new KnowledgeError('E_TOO_LARGE', `request body is larger than ${MAX_BODY_BYTES} bytes`);
   const code = (err as { code?: unknown } | null)?.code;
+  // A full disk is E_IO, as the command line and the MCP server say it (README): space freed, the same request works.
+  if (isDiskFull(err)) return new KnowledgeError('E_IO', `the disk is full (${String(code)}): ${(err as Error).message}`, { cause: code ?? null, diskFull: true });
   if (typeof code === 'string' && UNAVAILABLE_SQLITE.test(code)) {
     return new KnowledgeError('E_UNAVAILABLE', `the store's database cannot be read (${code}): ${(err as Error).message}`);
   }

@@ -59,6 +59,9 @@ export function checkBinding(host: string, token: string | undefined): void {
   }
 }
 
+/** How long closing waits for requests already taken before it cuts their connections. */
+const CLOSE_GRACE_MS = 5000;
+
 function hostForUrl(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
@@ -151,8 +154,16 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
         stopping = true;
         const closed = new Promise<void>((done) => server.close(() => done()));
         server.closeIdleConnections();
-        // Every request already taken is answered first (a second Ctrl-C ends the process at once).
-        if (inFlight > 0) await new Promise<void>((done) => (drained = done));
+        // Every request already taken is answered first (a second Ctrl-C ends the process at once). One whose body
+        // never comes (a client that stalls; Node stops timing requests once the server closes) would hold the
+        // Gateway, and its writer lock, for ever: after a grace period every connection is cut, which ends such a
+        // read; work already running still finishes before the store is closed.
+        if (inFlight > 0) {
+          const done = new Promise<void>((resolveDrained) => (drained = resolveDrained));
+          const grace = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+          await done;
+          clearTimeout(grace);
+        }
         // Their responses are written; connections kept alive after them are closed, or cut after a moment.
         server.closeIdleConnections();
         const cut = setTimeout(() => server.closeAllConnections(), 1000);
