@@ -64,10 +64,13 @@ export class KnowledgeService {
 
   /** The device and inode of state.sqlite when this service opened it (checkAvailable). */
   private readonly databaseIdentity: string | null;
+  /** The write-ahead log this process writes to (null until there is one): deleted or replaced, see checkAvailable. */
+  private walIdentity: string | null;
 
   private constructor(readonly store: Store, git: GitRunnerOptions | undefined) {
     this.runner = new GitRunner(git);
     this.databaseIdentity = inodeOf(store.paths.database);
+    this.walIdentity = inodeOf(`${store.paths.database}-wal`);
   }
 
   static open(storeDir: string, opts: ServiceOptions): KnowledgeService {
@@ -115,6 +118,13 @@ export class KnowledgeService {
     // Another file renamed into its place: this handle would go on writing a file nobody reads.
     if (inodeOf(p.database) !== this.databaseIdentity) {
       throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: its state.sqlite was replaced since this process opened it; restart this process to use the new one`);
+    }
+    // Its write-ahead log deleted (or replaced) under this open handle: what this process writes goes to a file no
+    // other process sees, the writer lock included, so another would take the store as free [LAY-4].
+    const wal = inodeOf(`${p.database}-wal`);
+    if (this.walIdentity === null) this.walIdentity = wal;
+    else if (wal !== this.walIdentity) {
+      throw new KnowledgeError('E_UNAVAILABLE', `store ${p.root} became unavailable: its state.sqlite-wal was deleted or replaced while this process had it open; stop this process (never delete a store's -wal file while a Knowledge process runs)`);
     }
   }
 

@@ -424,6 +424,19 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     expect(replaced.body.error?.message).toMatch(/state\.sqlite was replaced/);
     expect((await app.request('/api/scan', WRITE)).status).toBe(503);
   });
+
+  it('a write-ahead log deleted under the served store answers 503: its writes, and its writer lock, would be in a file no one else reads [LAY-4]', async () => {
+    const s = openService();
+    await seed(s);
+    const app = createApp(s);
+    expect((await app.request('/api/scan', WRITE)).status).toBe(200);
+    rmSync(join(store, 'state.sqlite-wal'));
+    rmSync(join(store, 'state.sqlite-shm'), { force: true });
+    const r = await json(app.request('/api/scan', WRITE));
+    expect(r.status).toBe(503);
+    expect(r.body.error?.message).toMatch(/state\.sqlite-wal was deleted or replaced/);
+    expect((await json(app.request('/api/records'))).body.error?.code).toBe('E_UNAVAILABLE');
+  });
 });
 
 /** The raw response to `request` written as is to the Gateway's port (what an HTTP client would not send). */

@@ -260,6 +260,22 @@ describe('retries reuse the checkpoint commit [GIT-6]', () => {
     expect(other.reused).toBe(false);
   });
 
+  it('a batch of the same number for another publication (a store whose state went back: a restored backup) is not taken for it', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const first = committed(await commitBatch(runner, vault, makeBatch({ batchId: 1, refId: 'pub-first' })));
+    // The store forgot that commit and numbers a new publication's batch 1 again.
+    const later = makeBatch({ batchId: 1, refId: 'pub-later', changes: [{ path: 'notes/b.md', bytes: Buffer.from('# B\n') }] });
+    const again = committed(await commitBatch(runner, vault, later, { lastKnownCommit: first.parent }));
+    expect(again.reused).toBe(false);
+    expect(again.commit).not.toBe(first.commit);
+    expect(show(vault, `${again.commit}:notes/b.md`).toString()).toBe('# B\n');
+    // And its own commit is found again on a retry (both are on the branch now), not the other one.
+    for (const last of [first.parent, null]) {
+      expect(committed(await commitBatch(runner, vault, later, { lastKnownCommit: last }))).toMatchObject({ commit: again.commit, reused: true });
+    }
+  });
+
   it('rebuilds the identical commit after a crash between writing it and moving the branch', async () => {
     sb = makeSandbox();
     const vault = userRepo(sb);

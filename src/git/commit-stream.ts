@@ -17,10 +17,32 @@ export function batchTrailerValue(batch: Pick<BatchForCommit, 'vaultId' | 'batch
   return `${batch.vaultId}/${batch.batchId}`;
 }
 
+/** The trailer naming what a batch's commit checkpoints: its publication, scan or attachment. */
+export const REF_TRAILERS = ['Knowledge-Publication', 'Knowledge-Scan', 'Knowledge-Attachment'] as const;
+
+function refTrailer(kind: BatchForCommit['kind']): (typeof REF_TRAILERS)[number] {
+  return kind === 'publication' ? 'Knowledge-Publication' : kind === 'scan' ? 'Knowledge-Scan' : 'Knowledge-Attachment';
+}
+
+/**
+ * What identifies a batch's commit on the branch: its batch trailer and the
+ * publication, scan or attachment it checkpoints. The batch number alone is
+ * not enough: a store whose state went back (a restored backup) numbers new
+ * batches again, and a retry must not take another publication's commit for
+ * its own [GIT-6]. `commitKey(batchValue, trailer, refValue)` for a parsed commit.
+ */
+export function batchCommitKey(batch: Pick<BatchForCommit, 'vaultId' | 'batchId' | 'kind' | 'refId'>): string {
+  return commitKey(batchTrailerValue(batch), refTrailer(batch.kind), oneLine(batch.refId).trim());
+}
+
+export function commitKey(batchValue: string, trailer: string, refValue: string): string {
+  return `${batchValue}\n${trailer}: ${refValue}`;
+}
+
 export function commitMessage(batch: BatchForCommit): string {
   // A subject is one line; anything else would break trailer parsing.
   const subject = batch.subject.replace(/[\r\n]+/g, ' ').trim() || `Knowledge ${batch.kind}`;
-  const refKey = batch.kind === 'publication' ? 'Knowledge-Publication' : batch.kind === 'scan' ? 'Knowledge-Scan' : 'Knowledge-Attachment';
+  const refKey = refTrailer(batch.kind);
   return (
     `${subject}\n\n` +
     `Knowledge-Actor: ${batch.actor}\n` +
