@@ -79,6 +79,28 @@ describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', (
     expect(existsSync(lockPath)).toBe(false);
   });
 
+  it('a lock given up, or released, while the vault was away for a moment is this process\'s to take over when it is back', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const lockPath = join(gitDir, 'index.lock');
+    for (const how of ['abandon', 'release'] as const) {
+      const held = await holdIndexLock(gitDir);
+      expect(held.ok).toBe(true);
+      if (!held.ok) return;
+      renameSync(vault, `${vault}.away`);
+      await held.lock[how]();
+      renameSync(`${vault}.away`, vault);
+      // Still there (nothing could read or remove it meanwhile), and not held by any work: stale for this process.
+      expect(existsSync(lockPath), how).toBe(true);
+      expect(await isOwnStaleLock(lockPath), how).toBe(true);
+      const again = await holdIndexLock(gitDir);
+      expect(again.ok && again.lock.tookOver, how).toBe(true);
+      if (again.ok) await again.lock.release();
+      expect(existsSync(lockPath), how).toBe(false);
+    }
+  });
+
   it('a checkpoint after a killed holder commits and leaves the index clean', async () => {
     sb = makeSandbox();
     const vault = userRepo(sb);

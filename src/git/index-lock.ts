@@ -200,7 +200,9 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       return { ok: false, code: lockFailureCode(e), reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
     }
   }
-  abandoned.delete(await realpath(lockPath).catch(() => lockPath));
+  // Where the lock is, resolved now while it surely exists: abandon() and release() may run while the vault is away.
+  const lockReal = await realpath(lockPath).catch(() => lockPath);
+  abandoned.delete(lockReal);
   // Ours while we hold index.lock: a temp index, and git's lock on it, left by a killed run
   // (update-index would otherwise refuse that lock forever).
   await unlink(temp).catch(() => undefined);
@@ -212,6 +214,10 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
     // might: remove the lock only while it still carries our marker.
     const text = await readRegular(lockPath, 'utf8').catch(() => null);
     if (text === mine) await unlink(lockPath).catch(() => undefined);
+    // Not readable (the vault moved away for a moment): it may still be there when the vault is back. Given up,
+    // this process takes it over at its next update instead of waiting on itself for ever (isOwnStaleLock still
+    // requires our marker).
+    else if (text === null) abandoned.add(lockReal);
   };
   return {
     ok: true,
@@ -240,8 +246,9 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       tookOver,
       async abandon() {
         await unlink(temp).catch(() => undefined);
-        const text = await readRegular(lockPath, 'utf8').catch(() => null);
-        if (text === mine) abandoned.add(await realpath(lockPath).catch(() => lockPath));
+        // Noted by where it was, without reading it (the vault may be away just now): isOwnStaleLock takes it for
+        // stale only while it carries this process's marker and no work holds it.
+        abandoned.add(lockReal);
       },
     },
   };
