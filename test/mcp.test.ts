@@ -120,6 +120,21 @@ describe('knowledge mcp: launching and the tool list', () => {
     expect(missing.stderr).toMatch(/^E_UNAVAILABLE: /);
   });
 
+  it('a client that writes its requests and closes stdin (a shell pipe) gets the answer to a write still running', () => {
+    const rid = '0b9d8e8a-3c1f-4b7e-9a51-2f6d7c8e9a10';
+    const lines = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'knowledge_remember', arguments: { claim: 'Piped claim', source_text: 'piped source', audience: 'owner-private', request_id: rid } } },
+    ];
+    const r = cli(sb, ['mcp', '--store', 'st', '--agent', 'bot'], { input: lines.map((l) => JSON.stringify(l)).join('\n') + '\n' });
+    expect(r.code, r.stderr).toBe(0);
+    const answers = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: number; result?: { isError?: boolean } });
+    expect(answers.map((a) => a.id)).toEqual([1, 2]);
+    expect(answers[1]!.result?.isError).not.toBe(true);
+    expect(cli(sb, ['receipt', '--store', 'st', rid]).code).toBe(0);
+  });
+
   it('answers an unknown tool with a protocol error, not a crash', async () => {
     const s = await connect(['--agent', 'bot']);
     await expect(s.client.callTool({ name: 'knowledge_delete_everything', arguments: {} })).rejects.toThrow(/unknown tool/);

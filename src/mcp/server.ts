@@ -144,7 +144,30 @@ export function toolList() {
   }));
 }
 
-export function buildServer(opts: McpOptions, log: (line: string) => void = () => {}): Server {
+/** Tool calls being answered: at the end of input, the server closes once they have been (runMcpServer). */
+class InFlight {
+  private running = 0;
+  private readonly waiters: Array<() => void> = [];
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    this.running++;
+    try {
+      return await fn();
+    } finally {
+      if (--this.running === 0) for (const w of this.waiters.splice(0)) w();
+    }
+  }
+
+  /** Resolves when no call is running (after the input read so far has reached its handlers). */
+  async idle(): Promise<void> {
+    await new Promise((tick) => setImmediate(tick));
+    if (this.running > 0) await new Promise<void>((done) => this.waiters.push(done));
+    // The SDK writes a handler's answer in the promise callbacks after it: let them run before closing.
+    await new Promise((tick) => setImmediate(tick));
+  }
+}
+
+export function buildServer(opts: McpOptions, log: (line: string) => void = () => {}, inFlight = new InFlight()): Server {
   const storeRoot = resolve(opts.store);
   const registry = new Registry(knowledgeHome(opts.env));
   const ctx: ToolContext = { caller: opts.caller, workspaceRoot: resolve(opts.workspaceRoot), withService: storeAccess(opts, log) };
@@ -155,7 +178,7 @@ export function buildServer(opts: McpOptions, log: (line: string) => void = () =
   server.setRequestHandler(CallToolRequestSchema, async (req) => {
     const tool = byName.get(req.params.name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(req.params.name)}; the tools are ${[...byName.keys()].join(', ')}`);
-    return callTool(tool, req.params.arguments, ctx, registry, storeRoot);
+    return inFlight.run(() => callTool(tool, req.params.arguments, ctx, registry, storeRoot));
   });
   return server;
 }
@@ -174,7 +197,8 @@ export async function runMcpServer(opts: McpOptions, io: McpIo = { stdin: proces
     io.stderr(`knowledge mcp: agent ${opts.caller.agentId} is registered to ${binding.store}, not ${storeRoot}: every tool answers E_DENIED\n`);
   }
 
-  const server = buildServer(opts, io.stderr);
+  const inFlight = new InFlight();
+  const server = buildServer(opts, io.stderr, inFlight);
   const limited = new LineLimit(MCP_LIMITS.messageBytes, (line) => {
     const id = line.id;
     const message = `E_TOO_LARGE: a request of ${line.bytes} bytes is larger than the limit of ${MCP_LIMITS.messageBytes}; send large originals with knowledge_attach (chunks) or knowledge_attach_file`;
@@ -188,7 +212,9 @@ export async function runMcpServer(opts: McpOptions, io: McpIo = { stdin: proces
     server.onclose = () => resolveClosed();
   });
   await server.connect(transport);
-  limited.on('end', () => void server.close());
+  // End of input (a client that wrote its requests and closed stdin, as a shell pipe does): the calls already
+  // read are answered first; closing at once aborted them, their work done and their answers never written.
+  limited.on('end', () => void inFlight.idle().then(() => server.close()));
   await closed;
   return 0;
 }
