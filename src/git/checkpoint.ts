@@ -15,7 +15,7 @@
  *   released. Nothing that grows with the size of the index is left before
  *   the receipt; the index write is what follows it.
  */
-import { lstat, mkdir, open, realpath, rename } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, readFile, realpath, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, pendingCodeOfErrno, type GitResult, type GitRunner } from './runner.js';
 import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, checksOutLinks, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
@@ -296,6 +296,13 @@ export async function commitChain(
     ? rest.map((b, i) => (opts.preloaded!.has(b.batchId) ? newSteps[i]! : null))
     : undefined;
   let imported = await fi.chain(rest, { from: tip, executable, fileMode, links, ...(preloaded ? { preloaded } : {}) });
+  if (!imported.ok && imported.result && PACK_LOST.test(imported.result.stderr)) {
+    // The pack the running fast-import had open was deleted under it (a user's `git prune` between checkpoints):
+    // its failed finish left a `.keep` with no pack, which would fail every later build of the same pack. Removed,
+    // and the chain built once more by a new fast-import.
+    await removeOrphanImportKeeps(repo.gitDir);
+    imported = await acquireImporter(runner, vault, env, FAST_IMPORT_CONFIG).chain(rest, { from: tip, executable, fileMode, links, ...(preloaded ? { preloaded } : {}) });
+  }
   if (!imported.ok && preloaded) {
     // A preloaded blob git does not have (say, the repository was replaced
     // meanwhile): carry the bytes, and take every id from them again (the
@@ -666,6 +673,25 @@ export function stepsFor(
     }
     return step;
   });
+}
+
+/** fast-import's words when the pack it was writing is gone, or when a failed finish left the pack's `.keep`. */
+const PACK_LOST = /unable to write file .*\.pack\b|cannot create keep file|unable to rename temporary/;
+
+/**
+ * Remove `.keep` files that fast-import wrote ("fast-import", its own words) and whose pack is not there: what a
+ * fast-import that could not finish its pack leaves. They keep nothing; another fast-import building the same
+ * pack would fail on them. A keep of anyone else's, or beside its pack, is left alone.
+ */
+async function removeOrphanImportKeeps(gitDir: string): Promise<void> {
+  const dir = join(gitDir, 'objects', 'pack');
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const present = new Set(names);
+  for (const n of names) {
+    if (!/^pack-[0-9a-f]+\.keep$/.test(n) || present.has(n.replace(/\.keep$/, '.pack'))) continue;
+    const text = await readFile(join(dir, n), 'utf8').catch(() => null);
+    if (text !== null && text.trim() === 'fast-import') await unlink(join(dir, n)).catch(() => undefined);
+  }
 }
 
 type Found =

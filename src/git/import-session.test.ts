@@ -76,6 +76,21 @@ describe('the long-lived fast-import of a repository (import-session.ts)', () =>
     expect(ugitRaw(sb, vault, ['fsck', '--strict', '--no-dangling']).status).toBe(0);
   });
 
+  it('a user\'s `git prune` between checkpoints (it deletes the pack the idle fast-import has open) costs nothing: the next checkpoint commits', async () => {
+    const sb = scope.sandbox();
+    const vault = userRepo(sb);
+    const { r, imports } = countingRunner();
+    const first = await checkpoint(r, vault, 1, ugit(sb, vault, ['rev-parse', 'main']).trim());
+    ugit(sb, vault, ['prune']);
+    const second = await checkpoint(r, vault, 2, first);
+    expect(ugit(sb, vault, ['rev-parse', 'main']).trim()).toBe(second);
+    expect(ugit(sb, vault, ['show', `${second}:n/2.md`])).toBe('v2\n');
+    expect(imports()).toBe(2); // the one whose pack was pruned, and a fresh one
+    // No `.keep` is left without its pack.
+    const names = readdirSync(packDir(vault));
+    expect(names.filter((n) => n.endsWith('.keep') && !names.includes(n.replace(/\.keep$/, '.pack')))).toEqual([]);
+  });
+
   it('a root commit in a running fast-import has no parent (the branch deleted after its commits)', async () => {
     const sb = scope.sandbox();
     const vault = userRepo(sb);
