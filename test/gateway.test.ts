@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
-import { makeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, cliPath, gitWrapper, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { createApp } from '../src/gateway/app.js';
 import { httpStatus } from '../src/errors.js';
@@ -479,6 +479,20 @@ describe('[LAY-4] the Gateway owns the store while it runs', () => {
     socket.destroy();
     writeFileSync(join(sb.dir, 'n.md'), '---\nkind: page\ntitle: After close\n---\nx\n');
     expect(cli(sb, ['publish', '--store', 'st', 'n.md']).code).toBe(0);
+  });
+
+  it('closing answers a request already at work, even past the grace period that cuts stalled bodies', async () => {
+    mkdirSync(join(vault, 'private'), { recursive: true });
+    writeFileSync(join(vault, 'private', 'a.md'), '# a\n');
+    const slow = gitWrapper(sb, 'slow-import-git', ['for a in "$@"; do [ "$a" = fast-import ] && sleep 6; done']);
+    const gw = await startGateway({ storeDir: store, port: 0, env: sb.env, git: { pathEnv: sb.env.PATH, gitPath: slow } });
+    gateways.push(gw);
+    const answer = fetch(`${gw.origin}/api/scan`, { method: 'POST', headers: { 'X-Knowledge-Request': '1' } });
+    await new Promise((done) => setTimeout(done, 500));
+    await gw.close();
+    const res = await answer;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { kind: string }).kind).toBe('scan');
   });
 
   it('holds the writer lock: a second Gateway and a writing CLI command get E_LOCKED naming it; after close, writes work', async () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { storeSandbox, cli, gitWrapper, userGit, type Sandbox } from './helpers.js';
 
@@ -149,6 +149,19 @@ describe('[GIT-10] the user\'s own work in the repository is never touched', () 
     const seen = readFileSync(log, 'utf8');
     expect(seen).toMatch(/^readable$/m);
     expect(seen).not.toMatch(/broken|fatal/);
+    expect(userGit(sb, vault, ['status', '--porcelain']).split('\n').filter(Boolean)).toEqual(['A  notes.md']);
+    // Shared index files past git's default expiry (two weeks) still go when Knowledge writes a new one.
+    const gitDir = join(vault, '.git');
+    const old = ['1', '2', '3'].map((n) => join(gitDir, `sharedindex.${n.repeat(40)}`));
+    const month = (Date.now() - 30 * 86400_000) / 1000;
+    for (const f of old) {
+      writeFileSync(f, 'stale');
+      utimesSync(f, month, month);
+    }
+    userGit(sb, vault, ['config', 'splitIndex.maxPercentChange', '1']);
+    publishText('---\nkind: page\ntitle: Third\n---\nthree\n');
+    publishText('---\nkind: page\ntitle: Fourth\n---\nfour\n');
+    expect(old.filter((f) => existsSync(f))).toEqual([]);
     expect(userGit(sb, vault, ['status', '--porcelain']).split('\n').filter(Boolean)).toEqual(['A  notes.md']);
   });
 

@@ -901,6 +901,25 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(reader().readRecord(OP, 'rec-owned').record.path).toBe(first.path);
   });
 
+  it('a file left out before the store kept such files\' rows (migration 017) is read again by the next scan, and so is an ordinary claim once the record is back', () => {
+    const first = publish([{ id: 'rec-old', title: 'Old', body: 'v1' }]).records[0]!;
+    const text = readFileSync(join(vault, first.path));
+    rmSync(join(vault, first.path));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const squatter = 'conversations/c-old/old.md';
+    mkdirSync(join(vault, 'conversations/c-old'), { recursive: true });
+    writeFileSync(join(vault, squatter), text);
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    // As a store left it before migration 017: the diagnostic, no row.
+    const d = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    d.exec('DROP TABLE scan_blocked_claims');
+    d.pragma('user_version = 16');
+    d.close();
+    writeFileSync(join(vault, first.path), text);
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    expect(() => reader().readRecord(OP, 'rec-old')).toThrow(`no record rec-old: its id is claimed by more than one file (${squatter}, ${first.path}); see the scan diagnostics [REC-3]`);
+  });
+
   it('a record whose file was broken by hand keeps its id: a new record under it is refused until the file is fixed, then it goes on from its revision', () => {
     const first = publish([{ id: 'rec-broken', title: 'Breaks', body: 'v1' }]).records[0]!;
     const good = readFileSync(join(vault, first.path), 'utf8');

@@ -18,6 +18,9 @@ describe('[GIT-9] detectMedia', () => {
     // What is media still is.
     ['an ID3v2.3 tag', 'song', b('ID3', [3, 0, 0, 0, 0, 0x10, 0x7f], 'rest'), undefined, 'audio/mpeg', true],
     ['an MPEG frame, nothing else known', 'clip', b([0xff, 0xfb, 0x90, 0x64], 'xxxx'), undefined, 'audio/mpeg', true],
+    ['an MPEG frame declared as some bytes (application/octet-stream)', 'voice-memo', b([0xff, 0xfb, 0x90, 0x64], 'xxxx'), 'application/octet-stream', 'audio/mpeg', true],
+    ['an MPEG frame with an unknown extension', 'memo.dat', b([0xff, 0xfb, 0x90, 0x64], 'xxxx'), undefined, 'audio/mpeg', true],
+    ['some bytes declared as such', 'blob', b('plain bytes'), 'application/octet-stream', 'application/octet-stream', false],
     ['an MPEG-looking start of a file called .txt', 'odd.txt', b([0xff, 0xfb, 0x90, 0x64], 'xxxx'), undefined, 'text/plain', false],
     ['an MPEG-looking start with a reserved layer', 'clip', b([0xff, 0xf9, 0x90, 0x64]), undefined, 'application/octet-stream', false],
     ['a PNG declared as text', 'pic.txt', b('\x89PNG\r\n\x1a\n', 'rest'), 'text/plain', 'image/png', true],

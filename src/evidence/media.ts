@@ -101,9 +101,11 @@ export function detectMedia(filename: string, head: Buffer, declared?: string): 
   const ext = filename.includes('.') ? filename.slice(filename.lastIndexOf('.') + 1).toLowerCase() : '';
   const sniffed = sniff(head);
   const byExt = MEDIA_EXT.get(ext) ?? OTHER_EXT.get(ext);
-  // Two bytes of frame sync and a few bits: only when nothing else says what the file is.
-  const weak = sniffed === null && declared === undefined && byExt === undefined && !startsWithTextBom(head) && isMpegFrame(head) ? 'audio/mpeg' : null;
-  const mediaType = sniffed ?? declared ?? byExt ?? weak ?? 'application/octet-stream';
+  // Two bytes of frame sync and a few bits: only when nothing else says what the file is (a declared
+  // application/octet-stream, what clients send for "some bytes", says nothing).
+  const saysWhat = declared !== undefined && declared !== 'application/octet-stream';
+  const weak = sniffed === null && !saysWhat && byExt === undefined && !startsWithTextBom(head) && isMpegFrame(head) ? 'audio/mpeg' : null;
+  const mediaType = sniffed ?? (saysWhat ? declared : undefined) ?? byExt ?? weak ?? declared ?? 'application/octet-stream';
   const isMedia = isMediaType(mediaType) || (sniffed === null && MEDIA_EXT.has(ext)) || (declared !== undefined && isMediaType(declared));
   return { mediaType, isMedia };
 }

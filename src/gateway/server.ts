@@ -8,7 +8,7 @@
  * the page and the API would otherwise be open to the network.
  */
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import { KnowledgeError } from '../errors.js';
 import { KnowledgeService } from '../service.js';
@@ -118,6 +118,12 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
     },
     hostname: host,
   }) as Server;
+  // Requests not yet answered, to tell at close which are still waiting for their body.
+  const receiving = new Set<IncomingMessage>();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    receiving.add(req);
+    res.once('close', () => receiving.delete(req));
+  });
   let address: AddressInfo;
   try {
     address = await listen(server, port, host);
@@ -156,11 +162,14 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
         server.closeIdleConnections();
         // Every request already taken is answered first (a second Ctrl-C ends the process at once). One whose body
         // never comes (a client that stalls; Node stops timing requests once the server closes) would hold the
-        // Gateway, and its writer lock, for ever: after a grace period every connection is cut, which ends such a
-        // read; work already running still finishes before the store is closed.
+        // Gateway, and its writer lock, for ever: after a grace period the connections of requests whose body has not
+        // all arrived are cut, which ends such a read; work already running still finishes, and answers, first.
         if (inFlight > 0) {
           const done = new Promise<void>((resolveDrained) => (drained = resolveDrained));
-          const grace = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+          // Only requests whose body has not all arrived: one whose handler is at work gets its answer however long.
+          const grace = setTimeout(() => {
+            for (const req of receiving) if (!req.complete) req.socket.destroy();
+          }, CLOSE_GRACE_MS);
           await done;
           clearTimeout(grace);
         }

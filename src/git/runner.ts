@@ -93,8 +93,8 @@ export const GIT_OVERRIDES: readonly string[] = [
   // Knowledge writes a copy of a split index (GIT_INDEX_FILE) and renames it over .git/index. Writing it, git
   // deletes expired shared index files: with splitIndex.sharedIndexExpire=now, the very one the live index still
   // names, so the user's git could not read .git/index until the rename — nor ever, had Knowledge died in between.
-  // The user's own next index write removes what is left over, at the user's expiry.
-  'splitIndex.sharedIndexExpire=never',
+  // Git's own default instead: two weeks (git freshens the shared index it reads), so old ones still go.
+  'splitIndex.sharedIndexExpire=2.weeks.ago',
   // Knowledge parses what git prints (trailers, paths): always UTF-8, never
   // re-encoded to what a repository's config asks for (UTF-16 output broke the
   // search for a retried checkpoint's own commit).

@@ -202,9 +202,12 @@ export function keyProblem(doc: Document, strictKeys: boolean): { message: strin
         if (found !== null) return visit.BREAK;
         if (isCollection(key)) continue;
         const value = isScalar(key) ? key.value : key;
-        const name = value === null || value === undefined ? '' : String(value);
+        const text = value === null || value === undefined ? '' : String(value);
+        // A record's keys become a JS object's (`true` and "true" are one key there); a plain YAML file's are
+        // compared as YAML does, by type and value.
+        const name = strictKeys ? text : `${value === null || value === undefined ? 'null' : typeof value}:${text}`;
         if (seen.has(name)) {
-          found = { message: `Map keys must be unique: ${JSON.stringify(name.length > 60 ? `${name.slice(0, 60)}…` : name)} twice`, offset };
+          found = { message: `Map keys must be unique: ${JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}…` : text)} twice`, offset };
           return visit.BREAK;
         }
         seen.add(name);

@@ -30,6 +30,13 @@ describe('checkFile on YAML files [SCAN-2]', () => {
     expect(checkFile('private/notes/a.yaml', 'private', Buffer.from([0x61, 0x3a, 0xff]), '0'.repeat(64))).toMatchObject({ kind: 'invalid', finding: { code: 'broken-yaml' } });
   });
 
+  it('finds duplicate keys as YAML does: by type and value, an alias resolved; the boolean true and the string "true" differ', () => {
+    expect(yaml('true: 1\n"true": 2\n1: a\n"1": b\n')).toEqual({ kind: 'yaml' });
+    expect(yaml('a: 1\nb: 2\na: 3\n')).toEqual({ kind: 'invalid', finding: { code: 'broken-yaml', reason: 'invalid YAML: Map keys must be unique: "a" twice' } });
+    expect(yaml('x: &k a\n*k : 2\na: 3\n')).toEqual({ kind: 'invalid', finding: { code: 'broken-yaml', reason: 'invalid YAML: Map keys must be unique: "a" twice' } });
+    expect(yaml('- {a: 1, a: 2}\n')).toMatchObject({ kind: 'invalid', finding: { code: 'broken-yaml' } });
+  });
+
   it(`refuses collections nested more than ${MAX_YAML_DEPTH} deep by a limit of its own, not the stack's: the same verdict on any thread`, () => {
     const tooDeep = { kind: 'invalid', finding: { code: 'broken-yaml', reason: 'invalid YAML: collections are nested too deeply to read' } };
     const flow = (n: number) => `a: ${'['.repeat(n - 1)}${']'.repeat(n - 1)}\n`; // the top mapping is a level too

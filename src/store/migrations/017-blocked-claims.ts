@@ -8,7 +8,9 @@
  * did not change since would never be looked at again and stay left out. A
  * publication of the record in its own partition is refused while such a
  * file claims its id (publish/validate.ts). Files refused before this
- * migration have no row: they are looked at again when they change.
+ * migration have no row: their fingerprints are dropped, so the next scan
+ * reads them again (as files new to it; their bytes are already in history)
+ * and keeps their rows.
  */
 export default `
   CREATE TABLE scan_blocked_claims (
@@ -18,4 +20,8 @@ export default `
     row TEXT NOT NULL
   );
   CREATE INDEX scan_blocked_claims_id ON scan_blocked_claims(id);
+  DELETE FROM vault_files WHERE path IN (
+    SELECT path FROM scan_diagnostics
+    WHERE code = 'duplicate-id' AND reason LIKE 'record id % belongs to a deleted record of another partition%'
+  );
 `;
