@@ -871,15 +871,23 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(s.readRecord(OP, 'rec-owned').record.path).toBe('conversations/c-moved/owned.md');
   });
 
-  it('a file refused a deleted record\'s id is an ordinary claim once the record is back: the state does not depend on which came first', () => {
-    const first = publish([{ id: 'rec-owned', title: 'Owned', body: 'v1' }]).records[0]!;
+  /**
+   * A record published, its file deleted and scanned, then a copy of it put at `squatter` (another partition) and
+   * scanned: that copy is left out, its id being a deleted record's.
+   */
+  function leftOutCopy(id: string, title: string, squatter: string) {
+    const first = publish([{ id, title, body: 'v1' }]).records[0]!;
     const text = readFileSync(join(vault, first.path));
     rmSync(join(vault, first.path));
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
-    const squatter = 'conversations/c-other/owned.md';
-    mkdirSync(join(vault, 'conversations/c-other'), { recursive: true });
+    mkdirSync(join(vault, dirname(squatter)), { recursive: true });
     writeFileSync(join(vault, squatter), text);
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    return { first, text, squatter };
+  }
+
+  it('a file refused a deleted record\'s id is an ordinary claim once the record is back: the state does not depend on which came first', () => {
+    const { first, text, squatter } = leftOutCopy('rec-owned', 'Owned', 'conversations/c-other/owned.md');
     // Published again in its own partition, the record would be claimed twice: refused, naming the other file.
     writeFileSync(join(sb.dir, 'again.md'), recordText({ id: 'rec-owned', title: 'Owned', body: 'v2' }));
     const again = cli(sb, ['publish', '--store', 'st', 'again.md']);
@@ -902,14 +910,7 @@ describe('[READ-2] history from the vault\'s Git history', () => {
   });
 
   it('a file left out before the store kept such files\' rows (migration 017) is read again by the next scan, and so is an ordinary claim once the record is back', () => {
-    const first = publish([{ id: 'rec-old', title: 'Old', body: 'v1' }]).records[0]!;
-    const text = readFileSync(join(vault, first.path));
-    rmSync(join(vault, first.path));
-    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
-    const squatter = 'conversations/c-old/old.md';
-    mkdirSync(join(vault, 'conversations/c-old'), { recursive: true });
-    writeFileSync(join(vault, squatter), text);
-    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const { first, text, squatter } = leftOutCopy('rec-old', 'Old', 'conversations/c-old/old.md');
     // As a store left it before migration 017: the diagnostic, no row.
     const d = new Database(join(sb.dir, 'st', 'state.sqlite'));
     d.exec('DROP TABLE scan_blocked_claims');
