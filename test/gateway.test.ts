@@ -5,7 +5,7 @@
  * (the writer lock, tokens over HTTP, Host checks, clean shutdown).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
@@ -316,6 +316,28 @@ describe('[SURF-2][GIT-16] Activity & issues and retry over HTTP', () => {
     const app = createApp(svc);
     expect((await json(app.request('/api/records'))).status).toBe(200);
     expect(await json(app.request('/api/scan', WRITE))).toMatchObject({ status: 403, body: { error: { code: 'E_READ_ONLY' } } });
+  });
+});
+
+describe('[LAY-2] the registry\'s writesEnabled while the Gateway runs', () => {
+  it('an operator who sets writesEnabled to false (or back to true) in the registry is obeyed from the next request, without a restart', async () => {
+    const s = openService();
+    const app = createApp(s);
+    const registryFile = join(sb.home, '.knowledge', 'registry.json');
+    const setWrites = (on: boolean) => {
+      const reg = JSON.parse(readFileSync(registryFile, 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+      reg.stores[store]!.writesEnabled = on;
+      writeFileSync(registryFile, JSON.stringify(reg, null, 2));
+    };
+    const scan = () => json(app.request('/api/scan', { ...WRITE, headers: { ...WRITE.headers, 'Content-Type': 'application/json' }, body: '{"partition": "private"}' }));
+    mkdirSync(join(vault, 'private'), { recursive: true });
+    writeFileSync(join(vault, 'private', 'a.md'), page('kind: page\nid: rec-a\ntitle: A'));
+    setWrites(false);
+    expect(await json(app.request('/api/store'))).toMatchObject({ status: 200, body: { writesEnabled: false } });
+    expect(await scan()).toMatchObject({ status: 403, body: { error: { code: 'E_READ_ONLY' } } });
+    setWrites(true);
+    expect(await json(app.request('/api/store'))).toMatchObject({ status: 200, body: { writesEnabled: true } });
+    expect(await scan()).toMatchObject({ status: 200 });
   });
 });
 

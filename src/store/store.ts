@@ -31,6 +31,13 @@ export interface Store {
   registry: Registry;
   /** True while this process holds the single-writer lock. */
   writer: boolean;
+  /**
+   * Read `settings` again from the registry: a long-running process (the
+   * Gateway) calls it per request, so an operator's edit of `writesEnabled`
+   * takes effect without a restart, as it does for the CLI and MCP, which
+   * open the store per command or call.
+   */
+  reloadSettings(): void;
   close(): void;
 }
 
@@ -317,8 +324,11 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     throw new KnowledgeError('E_UNAVAILABLE', `store ${root}: vault.json (${manifest.vaultId}) does not belong to state.sqlite (${dbVault ?? 'none'})`);
   }
   // A registry that does not list the store (another KNOWLEDGE_HOME, or none yet): the store as it was created.
-  const entry = registry.settingsOf(root, manifest.vaultId);
-  const settings = entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt };
+  const settingsNow = (): { settings: StoreSettings; registered: boolean } => {
+    const entry = registry.settingsOf(root, manifest.vaultId);
+    return { settings: entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt }, registered: entry !== undefined };
+  };
+  const { settings, registered } = settingsNow();
   let writer = false;
   if (opts.write) {
     try {
@@ -332,14 +342,17 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     clearStaleTemps(paths.staging);
   }
   let closed = false;
-  return {
+  const store: Store = {
     paths,
     db,
     manifest,
     settings,
-    registered: entry !== undefined,
+    registered,
     registry,
     writer,
+    reloadSettings() {
+      Object.assign(store, settingsNow());
+    },
     close() {
       if (closed) return;
       closed = true;
@@ -349,4 +362,5 @@ export function openStore(dir: string, opts: OpenOptions): Store {
       db.close();
     },
   };
+  return store;
 }
