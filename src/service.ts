@@ -480,10 +480,13 @@ export class KnowledgeService {
       actor: r.actor,
       git: r.status === 'acknowledged'
         ? batchGitState(this.store.db, r.batch_id)
-        : r.status === 'journaled' && !r.failure
-          // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
-          ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
-          : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
+        : r.status === 'abandoned'
+          // Its install was refused (a file it would write changed on disk after it was journaled): no retry applies it.
+          ? { state: 'pending' as const, code: 'abandoned' as const, reason: `abandoned, never installed, so never checkpointed: ${r.failure ?? 'its install was refused'}; its bytes are kept in state.sqlite, and a retry cannot apply it: publish it again (with a new request id)` }
+          : r.status === 'journaled' && !r.failure
+            // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
+            ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
+            : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
       detail: { partition: r.partition, status: r.status },
     })).concat(attachmentActivity(this.store.db, upTo), scanActivity(this.store.db, upTo))
       .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))

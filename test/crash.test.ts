@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
 import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 
 /**
@@ -61,6 +62,24 @@ describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly o
     const resumed = cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(JSON.parse(resumed.stdout).git.state).toBe('committed');
+  });
+
+  it('a journaled publication whose file changed on disk before recovery is abandoned: activity says so (not a Git error a retry fixes), and resume refuses it', () => {
+    const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'after-journal' } });
+    expect(killed.code).toBeNull();
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'), { readonly: true });
+    const { path } = db.prepare('SELECT path FROM journal_files').get() as { path: string };
+    db.close();
+    mkdirSync(dirname(join(vault, path)), { recursive: true });
+    writeFileSync(join(vault, path), 'written by hand meanwhile\n');
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // a writer opens the store: recovery finds the conflict
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string; kind: string; git: { state: string; code?: string; reason?: string }; detail: { status?: string } }>;
+    const pub = act.find((a) => a.kind === 'publication' && a.detail.status === 'abandoned')!;
+    expect(pub.git).toMatchObject({ state: 'pending', code: 'abandoned', reason: expect.stringMatching(new RegExp(`^abandoned, never installed, so never checkpointed: ${path} changed on disk.*publish it again`)) });
+    const resumed = cli(sb, ['resume', '--store', 'st', pub.id]);
+    expect(resumed.code).toBe(1);
+    expect(resumed.stderr).toMatch(/^E_CONFLICT: /);
+    expect(readFileSync(join(vault, path), 'utf8')).toBe('written by hand meanwhile\n');
   });
 
   it('killed after its acknowledgement, before any checkpoint attempt: the receipt says no attempt is recorded, and how one is made', () => {

@@ -20,7 +20,9 @@ export type PendingCode =
   | 'not-vault-root'
   | 'timeout'
   | 'git-error'
-  | 'waiting';
+  | 'waiting'
+  /** Activity only: a publication whose install was refused after it was journaled; it never reaches Git. */
+  | 'abandoned';
 
 export type GitState =
   | { state: 'committed'; commit: string }

@@ -28,6 +28,7 @@ const HINTS = {
   timeout: 'Git took too long. Press Retry.',
   'git-error': 'Git reported an error (see above). Fix it, then press Retry.',
   waiting: 'This checkpoint waits for an earlier one: fix that one and press Retry (every waiting checkpoint is then committed, in order).',
+  abandoned: 'This publication was never applied: a file it would write changed on disk before it could be installed. No retry can apply it; publish it again if it is still wanted.',
 };
 
 function gitStateNode(git) {
@@ -44,6 +45,8 @@ function gitStateNode(git) {
 }
 
 const isIssue = (e) => e.git.state !== 'committed';
+/** An abandoned publication is an issue nothing can retry (resume would refuse it). */
+const isRetryable = (e) => isIssue(e) && e.git.code !== 'abandoned';
 
 function entryTitle(e) {
   const d = e.detail ?? {};
@@ -88,7 +91,7 @@ function activityEntry(e, onRetried) {
   const d = e.detail ?? {};
   const headingId = `entry-${e.kind}-${e.id}`;
   const li = h('li', { class: `entry ${isIssue(e) ? 'issue' : ''}`, 'data-entry-id': e.id, 'data-state': e.git.state });
-  const retryBtn = isIssue(e) ? h('button', { type: 'button', class: 'button primary retry', 'aria-describedby': headingId }, 'Retry') : null;
+  const retryBtn = isRetryable(e) ? h('button', { type: 'button', class: 'button primary retry', 'aria-describedby': headingId }, 'Retry') : null;
   const errorSlot = h('div', { class: 'entry-error' });
   const details = h('details', { class: 'entry-details' }, h('summary', {}, 'Details'));
   let loaded = false;
