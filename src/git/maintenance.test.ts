@@ -108,12 +108,21 @@ describe('maintainRepository', () => {
     const vault = join(sb.dir, 'vault');
     expect(ugit(sb, vault, ['rev-list', '--objects', '--missing=print', 'main'])).toMatch(/^\?[0-9a-f]{40}$/m);
     await checkpoints(vault, 7);
+    // Blobs in a pack that no commit reaches yet (as a checkpoint packs them ahead of its commit; fast-import packs 100 or more).
+    const ahead = Array.from({ length: 150 }, (_, i) => `ahead ${i}\n`);
+    ugit(sb, vault, ['fast-import', '--quiet'], ahead.map((t) => `blob\ndata ${Buffer.byteLength(t)}\n${t}`).join(''));
+    const aheadIds = ahead.map((t) => ugit(sb, vault, ['hash-object', '--stdin'], t).trim());
+    const loose = () => ugit(sb, vault, ['count-objects', '-v']).match(/^count: (\d+)$/m)![1];
+    const looseBefore = loose();
     const log = ugit(sb, vault, ['log', '--format=%H %T', 'main']);
     const out = await maintainRepository(runner, vault, policy);
     expect(out).toMatchObject({ ran: true });
     expect((await objectCounts(join(vault, '.git'))).packs).toBeLessThanOrEqual(2);
     expect(ugit(sb, vault, ['log', '--format=%H %T', 'main'])).toBe(log);
     expect(ugit(sb, vault, ['cat-file', '-p', 'main:n/7.md'])).toBe('7\n');
+    // Kept, and kept packed: not one loose file each (a roll-up with -A loosens them).
+    for (const id of aheadIds) expect(ugit(sb, vault, ['cat-file', '-t', id]).trim()).toBe('blob');
+    expect(loose()).toBe(looseBefore);
   });
 
   it('a repository whose config keeps every pack (extensions.preciousObjects) is left as it is, and that is no failure', async () => {

@@ -108,9 +108,9 @@ export async function maintainRepository(
   });
   let r = await repack(['--geometric=2']);
   // A partial clone (a promisor remote): git 2.39 cannot repack geometrically there. Everything into one pack
-  // instead (the promisor packs stay as they are); -A keeps unreachable objects, as the geometric roll-up does
-  // (blobs a checkpoint packed ahead of its commit), loose.
-  if (r.code !== 0 && /cannot use internal rev list with --stdin-packs/.test(r.stderr)) r = await repack(['-A']);
+  // instead (the promisor packs stay as they are), keeping unreachable objects in it, as the geometric roll-up does
+  // (blobs a checkpoint packed ahead of its commit): -A would write each of them out as a loose file.
+  if (r.code !== 0 && /cannot use internal rev list with --stdin-packs/.test(r.stderr)) r = await repack(['-a', '--keep-unreachable']);
   // extensions.preciousObjects: the user's repository keeps every pack; not Knowledge's to roll up.
   if (r.code !== 0 && /precious-objects repo/.test(r.stderr)) return { ran: false, why: 'precious', counts: before };
   if (r.code !== 0) {
