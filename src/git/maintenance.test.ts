@@ -99,7 +99,7 @@ describe('maintainRepository', () => {
   });
 
   it('in a partial clone (a promisor remote, blobs left out) the packs are rolled up all at once; history is unchanged', async () => {
-    sb = makeSandbox();
+    const s = (sb = makeSandbox());
     const origin = userRepo(sb, 'origin', { 'README.md': 'hello\n', 'old.txt': 'a blob the clone leaves out\n' });
     ugit(sb, origin, ['rm', '-q', 'old.txt']);
     ugit(sb, origin, ['commit', '-q', '-m', 'user: old.txt gone']);
@@ -111,8 +111,8 @@ describe('maintainRepository', () => {
     // Blobs in a pack that no commit reaches yet (as a checkpoint packs them ahead of its commit; fast-import packs 100 or more).
     const ahead = Array.from({ length: 150 }, (_, i) => `ahead ${i}\n`);
     ugit(sb, vault, ['fast-import', '--quiet'], ahead.map((t) => `blob\ndata ${Buffer.byteLength(t)}\n${t}`).join(''));
-    const aheadIds = ahead.map((t) => ugit(sb, vault, ['hash-object', '--stdin'], t).trim());
-    const loose = () => ugit(sb, vault, ['count-objects', '-v']).match(/^count: (\d+)$/m)![1];
+    const aheadIds = ahead.map((t) => ugit(s, vault, ['hash-object', '--stdin'], t).trim());
+    const loose = () => ugit(s, vault, ['count-objects', '-v']).match(/^count: (\d+)$/m)![1];
     const looseBefore = loose();
     const log = ugit(sb, vault, ['log', '--format=%H %T', 'main']);
     const out = await maintainRepository(runner, vault, policy);
