@@ -124,6 +124,23 @@ describe('[READ-1] exact lookup: id, then title, then alias', () => {
     expect(s.search(OP, { query: 'ꮳꮃꭹ ᲥᲐᲠᲗᲣᲚᲘ', mode: 'phrase' }).results.map((r) => r.id)).toEqual(['rec-mix']);
   });
 
+  it('titles and aliases with characters unicode61 knows otherwise than JavaScript: newer emoji and skin tones are words, New Tai Lue vowel signs separate', () => {
+    publish([
+      { id: 'rec-brain', title: 'Ideas 🧠 dump', extra: 'aliases: [brain 🧠 box]', body: 'ideas 🧠 dump here' },
+      { id: 'rec-thumb', title: 'Great job 👍🏽 team' },
+      { id: 'rec-ntl', title: '\u19B0', body: 'fox \u19B0 lone' },
+    ]);
+    const s = reader();
+    expect(s.lookup(OP, 'Ideas 🧠 dump')).toMatchObject({ status: 'found', record: { id: 'rec-brain' } });
+    expect(s.lookup(OP, 'ideas 🧠 DUMP')).toMatchObject({ status: 'found', record: { id: 'rec-brain' } });
+    expect(s.lookup(OP, 'brain 🧠 box')).toMatchObject({ status: 'found', record: { id: 'rec-brain' } });
+    expect(s.lookup(OP, 'Ideas dump')).toEqual({ status: 'missing' });
+    expect(s.lookup(OP, 'great job 👍🏽 team')).toMatchObject({ status: 'found', record: { id: 'rec-thumb' } });
+    expect(s.lookup(OP, '\u19B0')).toMatchObject({ status: 'found', record: { id: 'rec-ntl' } });
+    expect(s.search(OP, { query: 'ideas 🧠 dump', mode: 'phrase' }).results.map((r) => r.id)).toEqual(['rec-brain']);
+    expect(s.search(OP, { query: 'lone \u19B0' }).results.map((r) => r.id)).toEqual(['rec-ntl']);
+  });
+
   it('reports two records with the same title as ambiguous, with both candidates', () => {
     publish([{ id: 'rec-m1', title: 'Meeting notes' }, { id: 'rec-m2', title: 'meeting NOTES' }, { id: 'rec-m3', title: 'Meeting notes, part 2' }]);
     const r = reader().lookup(OP, 'Meeting Notes');

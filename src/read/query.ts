@@ -1,6 +1,7 @@
 /**
  * Pure half of reading: validate query input at the boundary, and turn user
- * text into FTS5 MATCH expressions [READ-1]. No I/O; table-tested.
+ * text into FTS5 MATCH expressions [READ-1]. No file I/O (which words give
+ * tokens is asked of an in-memory SQLite table, tokens.ts); table-tested.
  *
  * User text never reaches FTS5 as syntax: every word becomes a double-quoted
  * FTS5 string (embedded quotes doubled), which FTS5 only tokenizes. So
@@ -12,6 +13,7 @@ import { parsePartition, type PartitionId } from '../store/layout.js';
 import { isUtcTimestamp } from '../records/record.js';
 import { LIFECYCLES, RECORD_KINDS, type Lifecycle, type RecordKind } from '../records/types.js';
 import type { ListQuery, SearchMode, SearchQuery } from './types.js';
+import { givesToken } from './tokens.js';
 
 export const MAX_QUERY_LENGTH = 500;
 export const MAX_KEY_LENGTH = 500;
@@ -43,15 +45,16 @@ export function ftsString(text: string): string {
   return `"${text.replace(/"/g, '""')}"`;
 }
 
-/** Words that can produce at least one token: letters, digits or private-use characters (FTS5 unicode61 keeps L*, N* and Co). */
-const WORDLIKE = /[\p{L}\p{N}\p{Co}]/u;
-
-/** Split user text into searchable words: whitespace-separated, punctuation-only words dropped. */
+/**
+ * Split user text into searchable words: whitespace-separated, and only the
+ * words that give the tokenizer a token (tokens.ts): punctuation-only words
+ * are dropped, a word of emoji newer than unicode61's tables is kept.
+ */
 export function queryWords(query: string): string[] {
   return query
     .normalize('NFC')
     .split(/[\s\p{Cc}]+/u)
-    .filter((w) => WORDLIKE.test(w));
+    .filter((w) => w !== '' && givesToken(w));
 }
 
 /**
