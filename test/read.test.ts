@@ -4,7 +4,7 @@
  * the core service as the operator and as agents, and through the CLI.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeFileSync, appendFileSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, writeFileSync, appendFileSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
@@ -149,6 +149,21 @@ describe('[READ-1] exact lookup: id, then title, then alias', () => {
     expect(r.candidates.map((c) => c.id).sort()).toEqual(['rec-m1', 'rec-m2']);
   });
 
+  it('ambiguous candidates come newest first by instant, whether or not a timestamp has fractions of a second', () => {
+    const r = publish([{ id: 'dup-a', title: 'Same title' }, { id: 'dup-b', title: 'Same title' }]);
+    const stamp = (id: string, at: string) => {
+      const file = join(vault, r.records.find((x) => x.id === id)!.path);
+      writeFileSync(file, readFileSync(file, 'utf8').replace(/^updated_at: .*$/m, `updated_at: ${at}`));
+    };
+    stamp('dup-a', '2026-03-01T00:00:00Z');
+    stamp('dup-b', '2026-03-01T00:00:00.500Z');
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    const s = reader();
+    const found = s.lookup(OP, 'same title');
+    expect(found.status === 'ambiguous' && found.candidates.map((c) => c.id)).toEqual(['dup-b', 'dup-a']);
+    expect(s.listRecords(OP).records.map((c) => c.id)).toEqual(['dup-b', 'dup-a']);
+  });
+
   it('an id wins over a title, and a title over an alias', () => {
     publish([
       { id: 'rec-x', title: 'rec-y' },
@@ -177,6 +192,18 @@ describe('[SURF-3] partition scoping: an agent in session A never sees session B
     expect(s.lookup(OP, 'secret plan').status).toBe('ambiguous');
     expect(s.lookup(agentNoSession, 'rec-a')).toEqual({ status: 'missing' });
     expect(s.lookup(agentNoSession, 'rec-priv')).toMatchObject({ status: 'found' });
+  });
+
+  it('lookup: ids claimed twice in B change nothing for A, whose record has that id for a title', () => {
+    const b = reader().readRecord(OP, 'rec-b').record;
+    copyFileSync(join(vault, b.path), join(vault, dirname(b.path), 'copy-of-b.md'));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    publish([{ id: 'rec-a2', title: 'rec-b' }], ['--partition', 'conversation:A', '--actor', 'agent']);
+    const s = reader();
+    expect(s.lookup(agentA, 'rec-b')).toMatchObject({ status: 'found', record: { id: 'rec-a2' } });
+    // Who sees a claimant still gets no record for the id, as before [REC-3].
+    expect(s.lookup(agentB, 'rec-b')).toEqual({ status: 'missing' });
+    expect(s.lookup(OP, 'rec-b')).toEqual({ status: 'missing' });
   });
 
   it('search and list: only private and the own conversation', () => {

@@ -12,7 +12,7 @@ import type { DB } from '../store/db.js';
 import type { PartitionId } from '../store/layout.js';
 import { columnPhrase, foldKey } from './query.js';
 import { SUMMARY_COLUMNS, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
-import { duplicateIdsAmong } from './duplicates.js';
+import { duplicateClaimants, duplicateIdsAmong } from './duplicates.js';
 import type { LookupResult, RecordSummary } from './types.js';
 
 /** At most this many candidates are reported for an ambiguous key. */
@@ -20,7 +20,10 @@ export const MAX_CANDIDATES = 20;
 
 export function lookupRecord(db: DB, readable: 'all' | PartitionId[], key: string): LookupResult {
   const scope = partitionClause(readable);
-  if (duplicateIdsAmong(db, [key]).size > 0) return { status: 'missing' };
+  // An id claimed by more than one file the caller can see one of has no record [REC-3]. Claimed only in partitions
+  // the caller cannot read, it is no id of the caller's: the lookup goes on to titles and aliases, as for any other
+  // unknown id, so their files change nothing the caller is answered.
+  if (duplicateClaimants(db, readable, key) !== null) return { status: 'missing' };
 
   const byId = whereSql([{ sql: 'r.id = ?', params: [key] }, scope]);
   const row = db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM records r ${byId.sql}`).get(...byId.params) as SummaryRow | undefined;
@@ -41,7 +44,9 @@ function withoutDuplicates(db: DB, found: RecordSummary[]): RecordSummary[] {
 
 function decide(found: RecordSummary[]): LookupResult {
   if (found.length === 1) return { status: 'found', record: found[0]! };
-  found.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : a.id < b.id ? -1 : 1));
+  // Newest first, by instant: timestamps with and without fractions of a second do not sort as strings.
+  const at = (r: RecordSummary) => Date.parse(r.updatedAt);
+  found.sort((a, b) => at(b) - at(a) || (a.id < b.id ? -1 : 1));
   return { status: 'ambiguous', candidates: found.slice(0, MAX_CANDIDATES) };
 }
 
