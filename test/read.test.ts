@@ -1121,5 +1121,9 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     expect(badDate.code).toBe(1);
     expect(badDate.stderr).toMatch(/^E_VALIDATION: --after must be a UTC timestamp/);
     expect(json(['search', '--after', '2000-01-01', 'needle'])).toMatchObject({ total: 1 });
+    // A page past the last says so, not "11-10 of 1".
+    expect(cli(sb, ['list', '--store', 'st', '--offset', '10']).stdout).toBe('nothing this far: 1 in all, and --offset 10 skips them all\n');
+    expect(cli(sb, ['search', '--store', 'st', '--offset', '5', 'needle']).stdout).toBe('nothing this far: 1 in all, and --offset 5 skips them all\n');
+    expect(cli(sb, ['list', '--store', 'st']).stdout).toMatch(/\n1-1 of 1\n$/);
   });
 });

@@ -23,6 +23,11 @@ function page(shown: number, total: number, offset: number, next: number | null)
   return `${offset + 1}-${offset + shown} of ${total}${next !== null ? `  (next: --offset ${next})` : ''}\n`;
 }
 
+/** A page past the last: an offset at or beyond the total. */
+function pastTheEnd(total: number, offset: number): string {
+  return `nothing this far: ${total} in all, and --offset ${offset} skips them all\n`;
+}
+
 export function renderHistoryGit(git: HistoryGit): string {
   switch (git.state) {
     case 'ready':
@@ -75,12 +80,14 @@ export function renderRecord(v: RecordView): string {
 
 export function renderSearch(s: SearchResult, offset: number): string {
   if (s.total === 0) return 'no matches\n';
+  if (s.results.length === 0) return pastTheEnd(s.total, offset);
   const lines = s.results.map((h) => `${summaryLine(h)}\n    ${h.snippet}`);
   return lines.join('\n') + '\n' + page(s.results.length, s.total, offset, s.nextOffset);
 }
 
 export function renderList(l: ListResult, offset: number): string {
   if (l.total === 0) return 'no records\n';
+  if (l.records.length === 0) return pastTheEnd(l.total, offset);
   return l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, offset, l.nextOffset);
 }
 
