@@ -188,7 +188,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'knowledge_records',
     title: 'List all records',
     description:
-      'The exhaustive inventory of records you can read, newest update first, in pages (default 100, at most 500): pass nextOffset as offset until it is null. Filter by audience, kind, tag or lifecycle.',
+      'The exhaustive inventory of records you can read, newest update first, in pages (default 100, at most 500): pass nextOffset as offset until it is null. Offsets are positions in that order: a record updated meanwhile moves to the front, so a walk during others\' writes can miss one or show one twice. Filter by audience, kind, tag or lifecycle.',
     input: recordsInput,
     annotations: READ,
     async run(ctx, args) {
