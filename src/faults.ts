@@ -1,7 +1,8 @@
 /**
  * Crash points for the crash tests: when KNOWLEDGE_CRASH_AT names a point,
  * the process kills itself with SIGKILL right there, so the tests exercise
- * real interrupted processes, not simulated ones. Inert otherwise.
+ * real interrupted processes, not simulated ones; KNOWLEDGE_PAUSE_AT pauses
+ * there instead. Inert otherwise.
  */
 export type CrashPoint =
   | 'after-journal'
@@ -25,4 +26,8 @@ export type CrashPoint =
 
 export function crashPoint(name: CrashPoint): void {
   if (process.env.KNOWLEDGE_CRASH_AT === name) process.kill(process.pid, 'SIGKILL');
+  // KNOWLEDGE_PAUSE_AT=point:ms stops the process there for a while instead: a window in which a test acts as
+  // another program would (edits a file the process has just installed, say).
+  const pause = process.env.KNOWLEDGE_PAUSE_AT;
+  if (pause !== undefined && pause.startsWith(`${name}:`)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(pause.slice(name.length + 1)));
 }

@@ -1462,6 +1462,28 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: [], hashed: 0 });
   });
 
+  it('an edit made after a publication installed a file and before it recorded the file\'s fingerprint is seen by the next scan, however long before the fingerprint it was made', async () => {
+    writeFileSync(join(sb.dir, 'slow.md'), '---\nkind: page\nid: rec-slow\ntitle: Slow\n---\nInstalled bytes.\n');
+    // The publication pauses between its install and its acknowledgement (as a large evidence file's hashing would).
+    const child = spawn(process.execPath, [cliPath, 'publish', '--store', 'st', '--json', 'slow.md'], {
+      cwd: sb.dir, env: { ...sb.env, KNOWLEDGE_PAUSE_AT: 'after-install:1500' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (c) => { out += c; });
+    const exited = new Promise<number | null>((done) => child.on('exit', done));
+    const pages = join(vault, 'private', 'pages');
+    const installed = () => (existsSync(pages) ? readdirSync(pages, { recursive: true, encoding: 'utf8' }).find((n) => n.endsWith('slow.md')) : undefined);
+    for (let i = 0; i < 500 && installed() === undefined; i++) await new Promise((tick) => setTimeout(tick, 10));
+    const rel = installed();
+    expect(rel, 'the publication installed its file').toBeDefined();
+    appendFileSync(join(pages, rel!), 'Line added by an outside editor.\n');
+    expect(await exited).toBe(0);
+    const path = (JSON.parse(out) as { records: Array<{ path: string }> }).records[0]!.path;
+    const r = scan();
+    expect(r).toMatchObject({ modified: [path], git: { state: 'committed' } });
+    expect(userGit(sb, vault, ['show', `main:${path}`])).toContain('Line added by an outside editor.');
+  });
+
   it('an edit in place that keeps the size and puts the old mtime back (cp -p, touch -r) is seen by its ctime, from the CLI', async () => {
     put('private/notes/a.md', 'Version A.\n');
     old('private/notes/a.md');

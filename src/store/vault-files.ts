@@ -8,7 +8,6 @@ import { createHash } from 'node:crypto';
 import { withoutTriggers, type DB } from './db.js';
 import { partitionOfPath } from './layout.js';
 import { NEW_FOLDER_VERSION } from './migrations/007-scan-folders.js';
-import { isRacy } from '../scan/plan.js';
 
 export interface Fingerprint {
   size: number;
@@ -45,15 +44,17 @@ export const UPSERT_VAULT_FILE = `INSERT INTO vault_files(path, partition, size,
 /**
  * Record what Knowledge itself just wrote at `path` (a publication's or an
  * attachment's install): the installed bytes' hash with the file's stat taken
- * after the install. Such a fingerprint is racy as a scan's can be (plan.ts
- * isRacy: its mtime and ctime are close to now), so the next scan reads the file once
- * more, as Git does with racily clean entries. Without that, an edit made in
- * the same clock tick as the install, or between the install and the stat,
- * would match the recorded stat and never be seen.
+ * after the install. Such a fingerprint is always racy, so the next scan
+ * reads the file once more, as Git does with racily clean entries. The stat
+ * is taken after every file is installed (and, for an attachment, after its
+ * original is verified), so an edit made between a file's install and that
+ * stat is the stat recorded, beside the hash of the bytes Knowledge wrote:
+ * however long ago the edit was by the time of this row (judging that by the
+ * clock now, as a scan judges its own reads, let an edit a few seconds old
+ * pass for Knowledge's own bytes, and no scan ever looked at it again).
  */
 export function upsertVaultFile(db: DB, path: string, fp: Fingerprint): void {
-  const racy = isRacy(BigInt(Date.now()) * 1_000_000n, fp.mtimeNs, fp.ctimeNs) ? 1 : 0;
-  db.prepare(UPSERT_VAULT_FILE).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ctimeNs, fp.ino, fp.sha256, racy, fp.exec ? 1 : 0);
+  db.prepare(UPSERT_VAULT_FILE).run(path, partitionOfPath(path) ?? '', fp.size, fp.mtimeNs, fp.ctimeNs, fp.ino, fp.sha256, 1, fp.exec ? 1 : 0);
 }
 
 /** Migration 007's triggers on `vault_files`, which keep `scan_folders` in step with every write. */
