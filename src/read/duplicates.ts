@@ -13,6 +13,12 @@ export function duplicateIdsAmong(db: DB, ids: readonly string[]): Set<string> {
   return out;
 }
 
+/** Whether `id` is claimed twice [REC-3] with a claimant in a partition the caller may read. */
+export function duplicateSeenBy(db: DB, readable: 'all' | readonly string[], id: string): boolean {
+  const partitions = db.prepare('SELECT DISTINCT partition FROM duplicate_record_ids WHERE id = ?').pluck().all(id) as string[];
+  return partitions.some((p) => readable === 'all' || readable.includes(p));
+}
+
 /**
  * The files that claim `id` when more than one does: the paths in partitions
  * the caller may read, and how many others there are (never named, as scan

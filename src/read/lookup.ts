@@ -12,7 +12,7 @@ import type { DB } from '../store/db.js';
 import type { PartitionId } from '../store/layout.js';
 import { columnPhrase, foldKey } from './query.js';
 import { SUMMARY_COLUMNS, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
-import { duplicateClaimants, duplicateIdsAmong } from './duplicates.js';
+import { duplicateIdsAmong, duplicateSeenBy } from './duplicates.js';
 import type { LookupResult, RecordSummary } from './types.js';
 
 /** At most this many candidates are reported for an ambiguous key. */
@@ -23,7 +23,7 @@ export function lookupRecord(db: DB, readable: 'all' | PartitionId[], key: strin
   // An id claimed by more than one file the caller can see one of has no record [REC-3]. Claimed only in partitions
   // the caller cannot read, it is no id of the caller's: the lookup goes on to titles and aliases, as for any other
   // unknown id, so their files change nothing the caller is answered.
-  if (duplicateClaimants(db, readable, key) !== null) return { status: 'missing' };
+  if (duplicateSeenBy(db, readable, key)) return { status: 'missing' };
 
   const byId = whereSql([{ sql: 'r.id = ?', params: [key] }, scope]);
   const row = db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM records r ${byId.sql}`).get(...byId.params) as SummaryRow | undefined;
