@@ -23,7 +23,9 @@ afterEach(() => {
 });
 
 const IDS = ['a', 'b', 'c', 'd'];
-const SLOTS = ['private/s0.md', 'private/s1.md', 'private/x/s2.md', 'private/x/s3.md', 'private/y/s4.md'];
+const SLOTS = ['private/s0.md', 'private/s1.md', 'private/x/s2.md', 'private/x/s3.md', 'private/y/s4.md', 'conversations/c1/s5.md'];
+/** The partitions of the slots: a move between them is a record leaving one partition for another. */
+const PARTITIONS = ['private', 'conversation:c1'];
 
 type Content = { kind: 'page'; id: string; deps: string[] } | { kind: 'relationship'; id: string; from: string; to: string };
 type Op = { op: 'write'; slot: number; c: Content } | { op: 'delete'; slot: number } | { op: 'move'; slot: number; to: number };
@@ -83,7 +85,7 @@ describe('[REC-3][SCAN-2] a scan re-checks exactly the references that can have 
           const after = diags();
           // The oracle runs in a savepoint rolled back afterwards: the next scan sees the store as the scan left it.
           db.exec('SAVEPOINT oracle');
-          recheckReferences(db, 'private');
+          for (const p of PARTITIONS) recheckReferences(db, p);
           const wholeDiags = diags();
           db.exec('ROLLBACK TO oracle; RELEASE oracle');
           expect(after).toEqual(wholeDiags);
@@ -93,7 +95,11 @@ describe('[REC-3][SCAN-2] a scan re-checks exactly the references that can have 
         numRuns: 15,
         // Found by CI (seed -1993264603): both claims of a duplicated id deleted in one scan left a
         // relationship naming it with the stale "claimed by more than one file".
-        examples: [[[[{ op: 'write', slot: 2, c: { kind: 'page', id: 'a', deps: [] } }], [{ op: 'delete', slot: 0 }, { op: 'delete', slot: 2 }]]]],
+        examples: [
+          [[[{ op: 'write', slot: 2, c: { kind: 'page', id: 'a', deps: [] } }], [{ op: 'delete', slot: 0 }, { op: 'delete', slot: 2 }]]],
+          // Found by an audit: a record moved to another partition (and back) left the relationship naming it unchecked.
+          [[[{ op: 'move', slot: 0, to: 5 }], [{ op: 'move', slot: 5, to: 0 }]]],
+        ],
       },
     );
   });

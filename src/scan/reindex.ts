@@ -200,7 +200,11 @@ export class RecordIndexer {
   /** `deletedAt`: where the id's tombstone says the record was when it was deleted, if it has one. */
   private claim(row: IndexRow, deletedAt?: string): void {
     this.claimedCount++;
-    if (this.released.has(row.id)) this.reclaimed.add(row.id);
+    if (this.released.has(row.id)) {
+      this.reclaimed.add(row.id);
+      // Claimed again in another partition (its file moved across partitions): references to it change meaning in both.
+      if (this.gone.get(row.id)?.partition !== row.partition) this.moved = true;
+    }
     // A deleted record put back by hand under another name: where it lived before, for its history (read/history.ts),
     // which its tombstone stops telling once the record is deleted again from the new place.
     else if (deletedAt !== undefined && deletedAt !== row.path && this.scanId) this.s.move.run(row.id, row.path, deletedAt, this.scanId);
