@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import YAML from 'yaml';
@@ -335,6 +335,22 @@ describe('content addressing: the same bytes attached twice are one source', () 
 
 describe('the same bytes again, after the retained original was deleted or a crash left it behind', () => {
   const sourceDir = (r: { sourceId: string }) => join(vault, 'private', 'evidence', r.sourceId.slice(4, 6), r.sourceId);
+
+  it('files of a new source already at its paths (copied by hand from another partition, then edited) are refused before anything is written, as a publication refuses them', () => {
+    write('notes.txt', 'alpha\nbeta\n');
+    const first = attach(['notes.txt']).receipt;
+    const shard = first.path.split('/').slice(0, 3).join('/'); // private/evidence/<hh>
+    mkdirSync(join(vault, 'conversations/abc/evidence'), { recursive: true });
+    spawnSync('cp', ['-a', join(vault, shard), join(vault, 'conversations/abc/evidence/')]);
+    const copied = join(vault, first.path.replace(/^private\//, 'conversations/abc/'));
+    appendFileSync(copied, 'my own edits\n');
+    const before = spawnSync('find', [join(vault, 'conversations'), '-type', 'f', '-exec', 'sha256sum', '{}', ';'], { encoding: 'utf8' }).stdout;
+    const r = attach(['--partition', 'conversation:abc', 'notes.txt']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_CONFLICT: attachment att-\S+ \(notes\.txt\): conversations\/abc\/evidence\/\S+ is already in the vault, but conversation:abc has no source src-\S+ recorded \(copied there by hand\?\); move it away, then retry the same request/m);
+    expect(spawnSync('find', [join(vault, 'conversations'), '-type', 'f', '-exec', 'sha256sum', '{}', ';'], { encoding: 'utf8' }).stdout).toBe(before);
+    expect(readFileSync(copied, 'utf8')).toBe('alpha\nbeta\nmy own edits\n');
+  });
 
   it('attaching them again puts the original back where the source says it is', () => {
     write('a.txt', 'kept out of sight\n');

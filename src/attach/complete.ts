@@ -28,7 +28,7 @@ import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
 import { atomicWrite, fsyncDir, mkdirDurable, requireWritable } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE, SOURCE_FORMAT } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, SOURCE_FORMAT } from '../evidence/source.js';
 import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
@@ -108,6 +108,12 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
 
   const media = detectMedia(row.filename, readHead(from, row.attachment_id), row.declared_media_type ?? undefined);
   const inHistory = existing ? existing.in_history === 1 : belongsInHistory(row.size, media);
+  // A new source's paths holding files this partition has no source for (copied there by hand): refused before
+  // anything is written, as a publication refuses them. After a crash, what is there is this request's own install.
+  if (!existing && !installed) {
+    refuseOccupiedSourcePaths(store.paths.vault, `attachment ${row.attachment_id} (${row.filename})`, partition, sourceId,
+      [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'retry the same request');
+  }
   const collect = !existing && inHistory; // the checkpoint commits exact bytes (< 100 MiB) [GIT-7, GIT-9]
   // Verify [ATT-2]: with the digest this process computed while it received every byte, or by reading them again.
   const seen = takeDigest(store, row.attachment_id, row.size);

@@ -3,8 +3,11 @@
  * YAML descriptor (source id, retained path, SHA-256, size, media type,
  * attribution). Same bytes in a partition -> the same source.
  */
+import { lstatSync } from 'node:fs';
+import { join } from 'node:path';
 import { yaml } from '../yaml-lazy.js';
 import { slugForTitle } from '../records/filename.js';
+import { KnowledgeError } from '../errors.js';
 
 export const SOURCE_FORMAT = 'knowledge-source-v1';
 
@@ -60,3 +63,26 @@ export function sourcePaths(partitionDir: string, sourceId: string, fileName: st
  * without touching any Git configuration.
  */
 export const EXCLUDED_GITIGNORE = '# Knowledge: this retained original stays out of automatic history [GIT-9]\n*\n!.gitignore\n';
+
+/** Whether anything is at `abs` (not following a link); a file where a folder should be is the writer's check to report. */
+export function onDiskAt(abs: string): boolean {
+  try {
+    return lstatSync(abs, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A new source's paths (original, descriptor, the .gitignore of one kept out
+ * of history) that already hold something, when the partition has no such
+ * source recorded (copied there by hand from another partition, say): E_CONFLICT
+ * before anything is written, so nothing of the user's is replaced [PUB-1].
+ */
+export function refuseOccupiedSourcePaths(vault: string, what: string, partition: string, sourceId: string, paths: readonly string[], then: string): void {
+  for (const p of paths) {
+    if (onDiskAt(join(vault, p))) {
+      throw new KnowledgeError('E_CONFLICT', `${what}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (copied there by hand?); move it away, then ${then}`);
+    }
+  }
+}

@@ -4,7 +4,7 @@
  * and the disk; writes nothing.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -14,7 +14,7 @@ import { recordPath, isSafeRelativePath } from '../records/filename.js';
 import { requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory, normalizeMediaType } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, EXCLUDED_GITIGNORE, onDiskAt, refuseOccupiedSourcePaths } from '../evidence/source.js';
 import { CHECKED_SOURCE_MAX_BYTES, citableText, citationProblem } from '../evidence/citation.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
 
@@ -90,15 +90,6 @@ function labelled<T>(label: string, fn: () => T): T {
   }
 }
 
-/** Whether anything is at `abs` (not following a link); a file where a folder should be is the writer's check to report. */
-function onDiskAt(abs: string): boolean {
-  try {
-    return lstatSync(abs, { throwIfNoEntry: false }) !== undefined;
-  } catch {
-    return false;
-  }
-}
-
 export function planPublication(store: Store, req: PublishRequest, ids: { requestId: string; publicationId: string; hash: string; now: string }): PlannedPublication {
   const partition = parsePartition(req.partition);
   const pdir = partitionDir(partition);
@@ -159,11 +150,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(ev.name));
       // Files where a new source goes, that this partition has no source for (copied there by hand): refused now,
       // before anything is written, rather than found at install with the original already in place [PUB-1].
-      for (const p of [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])]) {
-        if (onDiskAt(join(store.paths.vault, p))) {
-          throw new KnowledgeError('E_CONFLICT', `evidence ${ev.name}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (copied there by hand?); move it away, then publish again`);
-        }
-      }
+      refuseOccupiedSourcePaths(store.paths.vault, `evidence ${ev.name}`, partition, sourceId, [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'publish again');
       s = {
         sourceId, sha256: sha, size: ev.bytes.length, mediaType: media.mediaType, path, descriptorPath, inHistory,
         attribution: ev.attribution ?? '', isNew: true,
