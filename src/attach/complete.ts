@@ -109,8 +109,10 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const media = detectMedia(row.filename, readHead(from, row.attachment_id), row.declared_media_type ?? undefined);
   const inHistory = existing ? existing.in_history === 1 : belongsInHistory(row.size, media);
   // A new source's paths holding files this partition has no source for (copied there by hand): refused before
-  // anything is written, as a publication refuses them. After a crash, what is there is this request's own install.
-  if (!existing && !installed) {
+  // anything is written, as a publication refuses them. After a crash, what is there is this request's own install,
+  // or that of another request for the same bytes cut short after its install (which this one then completes).
+  const sameBytesUnfinished = db.prepare("SELECT 1 FROM attachments WHERE partition = ? AND sha256 = ? AND state = 'receiving' AND attachment_id <> ? LIMIT 1");
+  if (!existing && !installed && sameBytesUnfinished.get(row.partition, row.sha256, row.attachment_id) === undefined) {
     refuseOccupiedSourcePaths(store.paths.vault, `attachment ${row.attachment_id} (${row.filename})`, partition, sourceId,
       [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'retry the same request');
   }
