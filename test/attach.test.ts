@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { appendFileSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import YAML from 'yaml';
 import { makeSandbox, storeSandbox, cli, cliPath, userGit, canMountTmpfs, runUnshared, type Sandbox } from './helpers.js';
@@ -388,6 +388,59 @@ describe('the same bytes again, after the retained original was deleted or a cra
     expect(JSON.parse(again.stdout).evidence[0]).toMatchObject({ sourceId: pub.evidence[0].sourceId, path: pub.evidence[0].path });
     expect(readFileSync(join(vault, pub.evidence[0].path), 'utf8')).toBe('evidence deleted by hand\n');
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+  });
+
+  it('publishing them again puts back a descriptor deleted by hand (its very bytes) and an original whose deletion the user committed, both into history; an original edited by hand is refused, untouched', () => {
+    const userCommit = (msg: string) => userGit(sb, vault, ['-c', 'user.name=u', '-c', 'user.email=u@example.com', 'commit', '-q', '-m', msg]);
+    write('ev.txt', 'evidence the user tidies away\n');
+    write('p.md', '---\nkind: claim\nclaim_kind: fact\ntitle: First cite\n---\n');
+    write('q.md', '---\nkind: claim\nclaim_kind: fact\ntitle: Second cite\n---\n');
+    write('r.md', '---\nkind: claim\nclaim_kind: fact\ntitle: Third cite\n---\n');
+    const pub = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'p.md']).stdout);
+    const ev = pub.evidence[0] as { path: string; sourceId: string };
+    const descriptor = `${dirname(ev.path)}.yaml`;
+    const descriptorBytes = readFileSync(join(vault, descriptor));
+    // The descriptor deleted (a scan commits that), the original deleted with `git rm` and committed by the user.
+    rmSync(join(vault, descriptor));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    userGit(sb, vault, ['rm', '-q', ev.path]);
+    userCommit('user: original gone');
+    expect(treeFiles()).not.toContain(descriptor);
+    expect(treeFiles()).not.toContain(ev.path);
+    const again = cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'q.md']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(join(vault, descriptor)).equals(descriptorBytes)).toBe(true);
+    expect(readFileSync(join(vault, ev.path), 'utf8')).toBe('evidence the user tidies away\n');
+    expect(treeFiles()).toEqual(expect.arrayContaining([descriptor, ev.path]));
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+    // Edited by hand: the user's bytes stay, and the publication is refused before anything is written.
+    writeFileSync(join(vault, ev.path), 'evidence the user tidies away, and edits\n');
+    const edited = cli(sb, ['publish', '--store', 'st', '--json', '--evidence', 'ev.txt', 'r.md']);
+    expect(edited.code).toBe(1);
+    expect(edited.stderr).toMatch(new RegExp(`^E_CONFLICT: evidence ev\\.txt: ${ev.path} no longer holds the bytes of source ${ev.sourceId} \\(edited or replaced by hand\\?\\); move it away, then publish again`));
+    expect(readFileSync(join(vault, ev.path), 'utf8')).toBe('evidence the user tidies away, and edits\n');
+  });
+
+  it('attaching them again does the same: a deleted descriptor and an original whose deletion was committed come back into history; an edited original is refused', () => {
+    write('a.txt', 'attached, then tidied away\n');
+    const first = attach(['a.txt']).receipt as { path: string; descriptorPath: string; sourceId: string };
+    const descriptorBytes = readFileSync(join(vault, first.descriptorPath));
+    rmSync(join(vault, first.descriptorPath));
+    rmSync(join(vault, first.path));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // commits the descriptor's deletion
+    userGit(sb, vault, ['rm', '-q', '--cached', first.path]);
+    userGit(sb, vault, ['-c', 'user.name=u', '-c', 'user.email=u@example.com', 'commit', '-q', '-m', 'user: original gone']);
+    const again = attach(['a.txt']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.receipt).toMatchObject({ sourceId: first.sourceId, newSource: false, git: { state: 'committed' } });
+    expect(readFileSync(join(vault, first.descriptorPath)).equals(descriptorBytes)).toBe(true);
+    expect(treeFiles()).toEqual(expect.arrayContaining([first.descriptorPath, first.path]));
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+    writeFileSync(join(vault, first.path), 'attached, then edited by hand\n');
+    const edited = attach(['a.txt']);
+    expect(edited.code).toBe(1);
+    expect(edited.stderr).toMatch(/^E_CONFLICT: attachment att-\S+ \(a\.txt\): \S+ no longer holds the bytes of source src-\S+ \(edited or replaced by hand\?\)/);
+    expect(readFileSync(join(vault, first.path), 'utf8')).toBe('attached, then edited by hand\n');
   });
 
   it('a request killed after its install, overtaken by another with the same bytes, completes on retry without leaving a copy behind', () => {

@@ -21,14 +21,14 @@
  * rename and the acknowledgement the bytes are found (and verified again)
  * at their installed path.
  */
-import { existsSync, renameSync, statSync } from 'node:fs';
+import { existsSync, renameSync, statSync, readFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
 import { atomicWrite, fsyncDir, mkdirDurable, requireWritable } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, SOURCE_FORMAT } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, descriptorBytesOf, holdsBytes, changedOriginal, onDiskAt, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, SOURCE_FORMAT, type RetainedSource } from '../evidence/source.js';
 import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
@@ -40,7 +40,6 @@ import { ioError } from './io-error.js';
 import { ATTACH_LIMITS, type AttachmentReceipt } from './types.js';
 import { clipCodePoints } from '../git/commit-stream.js';
 
-interface SourceRow { source_id: string; size: number; media_type: string; path: string; descriptor_path: string; in_history: number }
 
 /** The planned source of a verified upload: where it goes and what history keeps [GIT-9]. */
 interface PlannedSource {
@@ -89,8 +88,8 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const db = store.db;
   const partition = parsePartition(row.partition);
   const sourceId = sourceIdFor(row.sha256);
-  const existing = db.prepare('SELECT source_id, size, media_type, path, descriptor_path, in_history FROM sources WHERE partition = ? AND source_id = ?')
-    .get(partition, sourceId) as SourceRow | undefined;
+  const existing = db.prepare('SELECT source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor FROM sources WHERE partition = ? AND source_id = ?')
+    .get(partition, sourceId) as RetainedSource | undefined;
   const pdir = partitionDir(partition);
   const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(row.filename));
   const target = join(store.paths.vault, path);
@@ -138,19 +137,32 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
 
   if (existing && kept) {
     // Same bytes already retained in this partition: one source, one more attribution. Its original,
-    // deleted by hand (for one kept out of history, the only copy), is put back from the verified bytes.
+    // deleted by hand (for one kept out of history, the only copy), is put back from the verified bytes, and
+    // its descriptor from the row; what is put back that history holds is committed again (its deletion may
+    // have been), as a publication of the same bytes does (publish/validate.ts).
+    const restored: BatchChange[] = [];
     if (!existsSync(kept)) {
+      if (existing.in_history === 1) restored.push({ path: existing.path, bytes: readFileSync(from) });
       installOriginal(store, from, kept);
       // Kept out of history, it went with the .gitignore beside it (which history holds): put back too, or
       // `git status` would show the original as new and the .gitignore as deleted.
       if (keptIgnore !== null && !existsSync(join(store.paths.vault, keptIgnore))) {
-        atomicWrite(join(store.paths.vault, keptIgnore), Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), store.paths.staging);
+        const ignore = Buffer.from(EXCLUDED_GITIGNORE, 'utf8');
+        atomicWrite(join(store.paths.vault, keptIgnore), ignore, store.paths.staging);
+        restored.push({ path: keptIgnore, bytes: ignore });
       }
+    } else if (from !== kept && !holdsBytes(kept, row.sha256, row.size)) {
+      throw changedOriginal(`attachment ${row.attachment_id} (${row.filename})`, existing.path, sourceId, 'retry the same request');
+    }
+    if (!onDiskAt(join(store.paths.vault, existing.descriptor_path))) {
+      const descriptor = descriptorBytesOf(existing);
+      atomicWrite(join(store.paths.vault, existing.descriptor_path), descriptor, store.paths.staging);
+      restored.push({ path: existing.descriptor_path, bytes: descriptor });
     }
     const done = acknowledge(store, row, {
       sourceId, path: existing.path, descriptorPath: existing.descriptor_path, gitignorePath: null,
       mediaType: existing.media_type, inHistory: existing.in_history === 1, isNew: false,
-    }, null, now);
+    }, null, now, restored);
     // A verified copy left over (the partial file, or this request's own install under another name).
     if (existsSync(from) && from !== kept) removeDurably(from);
     return done;
@@ -199,10 +211,11 @@ function firstRetention(store: Store, descriptorPath: string): number | null {
   return r.b;
 }
 
-function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: InstalledFiles | null, now: string): AttachmentRow {
+/** `restored`: an existing source's files put back (deleted by hand), to commit again. */
+function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: InstalledFiles | null, now: string, restored: BatchChange[] = []): AttachmentRow {
   const db = store.db;
   // Fingerprints are taken before the transaction, so it holds the write lock for SQLite work only.
-  const prints: Array<{ path: string; fp: Fingerprint }> = [];
+  const prints: Array<{ path: string; fp: Fingerprint }> = restored.map((c) => ({ path: c.path, fp: statFingerprint(join(store.paths.vault, c.path), c.bytes ?? undefined) }));
   if (s.isNew && files) {
     const st = statSync(join(store.paths.vault, s.path), { bigint: true });
     // The original may be large: its hash is the verified one, never re-read here.
@@ -222,13 +235,21 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
       if (src) {
         db.prepare('UPDATE sources SET attributions = ? WHERE partition = ? AND source_id = ?')
           .run(JSON.stringify([...JSON.parse(src.attributions), attribution]), row.partition, s.sourceId);
-        batchId = firstRetention(store, s.descriptorPath);
+        for (const p of prints) upsertVaultFile(db, p.path, p.fp);
+        batchId = restored.length > 0 ? enqueueBatch(db, {
+          kind: 'attachment',
+          refId: row.attachment_id,
+          actor: row.actor,
+          subject: clipCodePoints(`${row.actor === 'agent' ? 'Agent' : 'Operator'} attached ${row.filename} again (put back)`, 100),
+          createdAt: now,
+          changes: restored,
+        }) : firstRetention(store, s.descriptorPath);
       } else {
         if (!files) throw new KnowledgeError('E_INTERNAL', `attachment ${row.attachment_id}: source ${s.sourceId} vanished before acknowledgement`);
         db.prepare(
-          `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(row.partition, s.sourceId, row.sha256, row.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0, JSON.stringify([attribution]), now);
+          `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        ).run(row.partition, s.sourceId, row.sha256, row.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0, JSON.stringify([attribution]), now, files.descriptor);
         for (const p of prints) upsertVaultFile(db, p.path, p.fp);
         const changes: BatchChange[] = [];
         if (s.inHistory && files.original) changes.push({ path: s.path, bytes: files.original });

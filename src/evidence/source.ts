@@ -3,8 +3,9 @@
  * YAML descriptor (source id, retained path, SHA-256, size, media type,
  * attribution). Same bytes in a partition -> the same source.
  */
-import { lstatSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { join, posix } from 'node:path';
 import { yaml } from '../yaml-lazy.js';
 import { slugForTitle } from '../records/filename.js';
 import { KnowledgeError } from '../errors.js';
@@ -85,4 +86,67 @@ export function refuseOccupiedSourcePaths(vault: string, what: string, partition
       throw new KnowledgeError('E_CONFLICT', `${what}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (copied there by hand?); move it away, then ${then}`);
     }
   }
+}
+
+/** A `sources` row as far as putting its files back needs it. */
+export interface RetainedSource {
+  source_id: string;
+  sha256: string;
+  size: number;
+  media_type: string;
+  path: string;
+  descriptor_path: string;
+  in_history: number;
+  attributions: string;
+  created_at: string;
+  /** Migration 018: null for a source retained before it. */
+  descriptor: Buffer | null;
+}
+
+/**
+ * The descriptor a source's row says it has: the bytes Knowledge wrote
+ * (migration 018), or, for a source retained before they were kept, written
+ * again from the row (the retained file's name stands for the original one).
+ */
+export function descriptorBytesOf(row: RetainedSource): Buffer {
+  if (row.descriptor !== null) return row.descriptor;
+  const first = (JSON.parse(row.attributions) as Array<{ attribution?: string }>)[0];
+  return Buffer.from(descriptorText({
+    format: SOURCE_FORMAT, source_id: row.source_id, retained_path: row.path, sha256: row.sha256, size: row.size,
+    media_type: row.media_type, original_name: posix.basename(row.path), attribution: first?.attribution ?? '', retained_at: row.created_at,
+    in_history: row.in_history === 1,
+  }), 'utf8');
+}
+
+/**
+ * Whether the file at `abs` (not through a symbolic link) holds exactly the
+ * bytes of `sha256` and `size`: read only when the size matches, streamed.
+ */
+export function holdsBytes(abs: string, sha256: string, size: number): boolean {
+  let fd: number;
+  try {
+    fd = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return false;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size !== size) return false;
+    const h = createHash('sha256');
+    const buf = Buffer.allocUnsafe(Math.min(size, 1024 * 1024) || 1);
+    for (let pos = 0; ;) {
+      const n = readSync(fd, buf, 0, buf.length, pos);
+      if (n === 0) break;
+      h.update(buf.subarray(0, n));
+      pos += n;
+    }
+    return h.digest('hex') === sha256;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The refusal for a source whose original no longer holds its bytes: the user's file is theirs to move, never replaced. */
+export function changedOriginal(what: string, path: string, sourceId: string, then: string): KnowledgeError {
+  return new KnowledgeError('E_CONFLICT', `${what}: ${path} no longer holds the bytes of source ${sourceId} (edited or replaced by hand?); move it away, then ${then}: the same bytes given again put the original back`);
 }

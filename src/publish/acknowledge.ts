@@ -47,8 +47,8 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
   );
   const getRevision = db.prepare('SELECT revision FROM records WHERE id = ?');
   const insertSource = db.prepare(
-    `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const getAttributions = db.prepare('SELECT attributions FROM sources WHERE partition = ? AND source_id = ?');
   const setAttributions = db.prepare('UPDATE sources SET attributions = ? WHERE partition = ? AND source_id = ?');
@@ -77,7 +77,7 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
       const attributions = [s.attribution, ...(s.moreAttributions ?? [])].map((a) => ({ attribution: a, publicationId: plan.publicationId, at: plan.createdAt }));
       if (s.isNew) {
         insertSource.run(plan.partition, s.sourceId, s.sha256, s.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0,
-          JSON.stringify(attributions), plan.createdAt);
+          JSON.stringify(attributions), plan.createdAt, bytes.get(s.descriptorPath) ?? null);
       } else {
         const cur = getAttributions.get(plan.partition, s.sourceId) as { attributions: string };
         setAttributions.run(JSON.stringify([...JSON.parse(cur.attributions), ...attributions]), plan.partition, s.sourceId);
