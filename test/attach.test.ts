@@ -350,6 +350,11 @@ describe('the same bytes again, after the retained original was deleted or a cra
     expect(r.stderr).toMatch(/^E_CONFLICT: attachment att-\S+ \(notes\.txt\): conversations\/abc\/evidence\/\S+ is already in the vault, but conversation:abc has no source src-\S+ recorded \(copied there by hand\?\); move it away, then retry the same request/m);
     expect(spawnSync('find', [join(vault, 'conversations'), '-type', 'f', '-exec', 'sha256sum', '{}', ';'], { encoding: 'utf8' }).stdout).toBe(before);
     expect(readFileSync(copied, 'utf8')).toBe('alpha\nbeta\nmy own edits\n');
+    // Asked again (a new request; the refused one is still there, unfinished): refused again, nothing replaced.
+    const again = attach(['--partition', 'conversation:abc', 'notes.txt']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^E_CONFLICT: /);
+    expect(spawnSync('find', [join(vault, 'conversations'), '-type', 'f', '-exec', 'sha256sum', '{}', ';'], { encoding: 'utf8' }).stdout).toBe(before);
   });
 
   it('attaching them again puts the original back where the source says it is', () => {
@@ -421,19 +426,22 @@ describe('the same bytes again, after the retained original was deleted or a cra
     expect(readFileSync(join(vault, ev.path), 'utf8')).toBe('evidence the user tidies away, and edits\n');
   });
 
-  it('attaching them again does the same: a deleted descriptor and an original whose deletion was committed come back into history; an edited original is refused', () => {
+  it('attaching them again puts back a deleted descriptor (its very bytes), which the next scan commits again; an edited original is refused', () => {
     write('a.txt', 'attached, then tidied away\n');
     const first = attach(['a.txt']).receipt as { path: string; descriptorPath: string; sourceId: string };
     const descriptorBytes = readFileSync(join(vault, first.descriptorPath));
     rmSync(join(vault, first.descriptorPath));
     rmSync(join(vault, first.path));
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // commits the descriptor's deletion
-    userGit(sb, vault, ['rm', '-q', '--cached', first.path]);
-    userGit(sb, vault, ['-c', 'user.name=u', '-c', 'user.email=u@example.com', 'commit', '-q', '-m', 'user: original gone']);
+    expect(treeFiles()).not.toContain(first.descriptorPath);
+    const head = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
     const again = attach(['a.txt']);
     expect(again.code, again.stderr).toBe(0);
-    expect(again.receipt).toMatchObject({ sourceId: first.sourceId, newSource: false, git: { state: 'committed' } });
+    expect(again.receipt).toMatchObject({ sourceId: first.sourceId, newSource: false });
+    expect(userGit(sb, vault, ['rev-parse', 'HEAD']).trim()).toBe(head); // no checkpoint of its own
     expect(readFileSync(join(vault, first.descriptorPath)).equals(descriptorBytes)).toBe(true);
+    expect(readFileSync(join(vault, first.path), 'utf8')).toBe('attached, then tidied away\n');
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
     expect(treeFiles()).toEqual(expect.arrayContaining([first.descriptorPath, first.path]));
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
     writeFileSync(join(vault, first.path), 'attached, then edited by hand\n');
@@ -441,6 +449,26 @@ describe('the same bytes again, after the retained original was deleted or a cra
     expect(edited.code).toBe(1);
     expect(edited.stderr).toMatch(/^E_CONFLICT: attachment att-\S+ \(a\.txt\): \S+ no longer holds the bytes of source src-\S+ \(edited or replaced by hand\?\)/);
     expect(readFileSync(join(vault, first.path), 'utf8')).toBe('attached, then edited by hand\n');
+  });
+
+  it('an empty file: an original edited by hand, or a hand-copied source in another partition, is refused as for any other', () => {
+    write('empty.txt', '');
+    const first = attach(['empty.txt']).receipt as { path: string; descriptorPath: string };
+    writeFileSync(join(vault, first.path), 'no longer empty\n');
+    const edited = attach(['empty.txt']);
+    expect(edited.code).toBe(1);
+    expect(edited.stderr).toMatch(/^E_CONFLICT: .* no longer holds the bytes of source/);
+    expect(readFileSync(join(vault, first.path), 'utf8')).toBe('no longer empty\n');
+    // Copied by hand into another partition, its descriptor edited there.
+    writeFileSync(join(vault, first.path), '');
+    mkdirSync(join(vault, 'conversations/abc/evidence'), { recursive: true });
+    spawnSync('cp', ['-a', join(vault, first.path.split('/').slice(0, 3).join('/')), join(vault, 'conversations/abc/evidence/')]);
+    const copiedDescriptor = join(vault, first.descriptorPath.replace(/^private\//, 'conversations/abc/'));
+    appendFileSync(copiedDescriptor, '# my notes\n');
+    const copied = attach(['--partition', 'conversation:abc', 'empty.txt']);
+    expect(copied.code).toBe(1);
+    expect(copied.stderr).toMatch(/^E_CONFLICT: .* is already in the vault, but conversation:abc has no source/);
+    expect(readFileSync(copiedDescriptor, 'utf8')).toMatch(/# my notes\n$/);
   });
 
   it('a request killed after its install, overtaken by another with the same bytes, completes on retry without leaving a copy behind', () => {

@@ -21,7 +21,7 @@
  * rename and the acknowledgement the bytes are found (and verified again)
  * at their installed path.
  */
-import { existsSync, renameSync, statSync, readFileSync } from 'node:fs';
+import { existsSync, renameSync, statSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -101,7 +101,10 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   }
   // Where the bytes are: the partial file or, after a crash between rename and acknowledgement, the original
   // this request installed — or the source's, if another request with the same bytes was acknowledged meanwhile.
-  const from = [part, target, ...(kept ? [kept] : [])].find((p) => existsSync(p)) ?? part;
+  // An empty upload never wrote its partial file, so a file at its path cannot be told to be its own install
+  // (its verification has no bytes to hash): it starts from an empty partial file every time.
+  const candidates = existsSync(part) ? [part] : row.size > 0 ? [target, ...(kept ? [kept] : [])].filter((p) => existsSync(p)) : [];
+  const from = candidates[0] ?? part;
   const installed = from !== part;
   if (!existsSync(from) && row.size === 0) mkEmpty(store, row);
 
@@ -110,10 +113,12 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   // A new source's paths holding files this partition has no source for (copied there by hand): refused before
   // anything is written, as a publication refuses them. After a crash, what is there is this request's own install,
   // or that of another request for the same bytes cut short after its install (which this one then completes).
-  const sameBytesUnfinished = db.prepare("SELECT 1 FROM attachments WHERE partition = ? AND sha256 = ? AND state = 'receiving' AND attachment_id <> ? LIMIT 1");
-  if (!existing && !installed && sameBytesUnfinished.get(row.partition, row.sha256, row.attachment_id) === undefined) {
+  if (!existing && !installed && !installedByAnother(store, row)) {
+    // An original that already holds exactly these bytes loses nothing when replaced (an empty one this request
+    // installed before a crash, say); a descriptor or .gitignore there is someone's.
+    const original = holdsBytes(target, row.sha256, row.size) ? [] : [path];
     refuseOccupiedSourcePaths(store.paths.vault, `attachment ${row.attachment_id} (${row.filename})`, partition, sourceId,
-      [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'retry the same request');
+      [...original, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'retry the same request');
   }
   const collect = !existing && inHistory; // the checkpoint commits exact bytes (< 100 MiB) [GIT-7, GIT-9]
   // Verify [ATT-2]: with the digest this process computed while it received every byte, or by reading them again.
@@ -138,31 +143,26 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   if (existing && kept) {
     // Same bytes already retained in this partition: one source, one more attribution. Its original,
     // deleted by hand (for one kept out of history, the only copy), is put back from the verified bytes, and
-    // its descriptor from the row; what is put back that history holds is committed again (its deletion may
-    // have been), as a publication of the same bytes does (publish/validate.ts).
-    const restored: BatchChange[] = [];
+    // its descriptor from the row. On disk only, with no checkpoint of its own (which would be an empty commit
+    // where history still holds them): a descriptor whose deletion a scan recorded is new to the next scan,
+    // which commits it; a publication of the same bytes commits what it puts back (publish/validate.ts).
     if (!existsSync(kept)) {
-      if (existing.in_history === 1) restored.push({ path: existing.path, bytes: readFileSync(from) });
       installOriginal(store, from, kept);
       // Kept out of history, it went with the .gitignore beside it (which history holds): put back too, or
       // `git status` would show the original as new and the .gitignore as deleted.
-      if (keptIgnore !== null && !existsSync(join(store.paths.vault, keptIgnore))) {
-        const ignore = Buffer.from(EXCLUDED_GITIGNORE, 'utf8');
-        atomicWrite(join(store.paths.vault, keptIgnore), ignore, store.paths.staging);
-        restored.push({ path: keptIgnore, bytes: ignore });
+      if (keptIgnore !== null && !onDiskAt(join(store.paths.vault, keptIgnore))) {
+        atomicWrite(join(store.paths.vault, keptIgnore), Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), store.paths.staging);
       }
     } else if (from !== kept && !holdsBytes(kept, row.sha256, row.size)) {
       throw changedOriginal(`attachment ${row.attachment_id} (${row.filename})`, existing.path, sourceId, 'retry the same request');
     }
     if (!onDiskAt(join(store.paths.vault, existing.descriptor_path))) {
-      const descriptor = descriptorBytesOf(existing);
-      atomicWrite(join(store.paths.vault, existing.descriptor_path), descriptor, store.paths.staging);
-      restored.push({ path: existing.descriptor_path, bytes: descriptor });
+      atomicWrite(join(store.paths.vault, existing.descriptor_path), descriptorBytesOf(existing), store.paths.staging);
     }
     const done = acknowledge(store, row, {
       sourceId, path: existing.path, descriptorPath: existing.descriptor_path, gitignorePath: null,
       mediaType: existing.media_type, inHistory: existing.in_history === 1, isNew: false,
-    }, null, now, restored);
+    }, null, now);
     // A verified copy left over (the partial file, or this request's own install under another name).
     if (existsSync(from) && from !== kept) removeDurably(from);
     return done;
@@ -182,6 +182,18 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   atomicWrite(join(store.paths.vault, descriptorPath), descriptor, store.paths.staging);
   if (planned.gitignorePath && files.gitignore) atomicWrite(join(store.paths.vault, planned.gitignorePath), files.gitignore, store.paths.staging);
   return acknowledge(store, row, planned, files, now);
+}
+
+/**
+ * Whether another request for the same bytes in this partition was cut short after its install: every byte
+ * received and its partial file renamed away (into the source's path, which this request then completes from).
+ * A refused or unfinished upload still has its partial file; an empty one never had one, so never counts.
+ */
+function installedByAnother(store: Store, row: AttachmentRow): boolean {
+  const others = store.db.prepare(
+    "SELECT attachment_id FROM attachments WHERE partition = ? AND sha256 = ? AND state = 'receiving' AND attachment_id <> ? AND size > 0 AND received = size",
+  ).pluck().all(row.partition, row.sha256, row.attachment_id) as string[];
+  return others.some((id) => !existsSync(partPath(store, id)));
 }
 
 /** A zero-byte upload never wrote a chunk: its partial file is simply empty. */
@@ -211,11 +223,10 @@ function firstRetention(store: Store, descriptorPath: string): number | null {
   return r.b;
 }
 
-/** `restored`: an existing source's files put back (deleted by hand), to commit again. */
-function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: InstalledFiles | null, now: string, restored: BatchChange[] = []): AttachmentRow {
+function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: InstalledFiles | null, now: string): AttachmentRow {
   const db = store.db;
   // Fingerprints are taken before the transaction, so it holds the write lock for SQLite work only.
-  const prints: Array<{ path: string; fp: Fingerprint }> = restored.map((c) => ({ path: c.path, fp: statFingerprint(join(store.paths.vault, c.path), c.bytes ?? undefined) }));
+  const prints: Array<{ path: string; fp: Fingerprint }> = [];
   if (s.isNew && files) {
     const st = statSync(join(store.paths.vault, s.path), { bigint: true });
     // The original may be large: its hash is the verified one, never re-read here.
@@ -235,15 +246,7 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
       if (src) {
         db.prepare('UPDATE sources SET attributions = ? WHERE partition = ? AND source_id = ?')
           .run(JSON.stringify([...JSON.parse(src.attributions), attribution]), row.partition, s.sourceId);
-        for (const p of prints) upsertVaultFile(db, p.path, p.fp);
-        batchId = restored.length > 0 ? enqueueBatch(db, {
-          kind: 'attachment',
-          refId: row.attachment_id,
-          actor: row.actor,
-          subject: clipCodePoints(`${row.actor === 'agent' ? 'Agent' : 'Operator'} attached ${row.filename} again (put back)`, 100),
-          createdAt: now,
-          changes: restored,
-        }) : firstRetention(store, s.descriptorPath);
+        batchId = firstRetention(store, s.descriptorPath);
       } else {
         if (!files) throw new KnowledgeError('E_INTERNAL', `attachment ${row.attachment_id}: source ${s.sourceId} vanished before acknowledgement`);
         db.prepare(
