@@ -955,9 +955,10 @@ describe('[READ-2] history from the vault\'s Git history', () => {
 
   it('a file left out before the store kept such files\' rows (migration 017) is read again by the next scan, and so is an ordinary claim once the record is back', () => {
     const { first, text, squatter } = leftOutCopy('rec-old', 'Old', 'conversations/c-old/old.md');
-    // As a store left it before migration 017: the diagnostic, no row.
+    // As a store left it before migration 017: the diagnostic, no row (and nothing of the migrations after it).
     const d = new Database(join(sb.dir, 'st', 'state.sqlite'));
     d.exec('DROP TABLE scan_blocked_claims');
+    d.exec('ALTER TABLE sources DROP COLUMN descriptor'); // 018
     d.pragma('user_version = 16');
     d.close();
     writeFileSync(join(vault, first.path), text);
