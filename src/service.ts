@@ -88,6 +88,33 @@ export class KnowledgeService {
     this.store.close();
   }
 
+  /** Why the registry could not be read at the last reload (writes wait for it; reads go on), or null. */
+  private registryProblem: KnowledgeError | null = null;
+
+  /**
+   * Read the registry's settings again: a long-running process (the Gateway)
+   * calls it per request, so an operator's edit of `writesEnabled` applies to
+   * the next request [LAY-2]. A store made writable meanwhile then gets what a
+   * writer's open gives it (journaled publications finished, completed
+   * uploads' partial files swept). A registry that cannot be read for a moment
+   * (a half-saved edit) stops writes, not reads.
+   */
+  reloadSettings(): void {
+    const was = this.store.settings.writesEnabled;
+    try {
+      this.store.reloadSettings();
+      this.registryProblem = null;
+    } catch (err) {
+      if (!isKnowledgeError(err)) throw err;
+      this.registryProblem = err;
+      return;
+    }
+    if (!was && this.store.settings.writesEnabled && this.store.writer) {
+      this.recoverJournaled();
+      sweepCompletedParts(this.store);
+    }
+  }
+
   /**
    * Wait for the Git work that follows receipts: after a checkpoint is
    * recorded, the user's index is updated (Knowledge holds index.lock until
@@ -131,6 +158,7 @@ export class KnowledgeService {
 
 
   private requireWriter(): void {
+    if (this.registryProblem) throw this.registryProblem;
     if (!this.store.settings.writesEnabled) {
       throw new KnowledgeError(
         'E_READ_ONLY',
@@ -482,7 +510,7 @@ export class KnowledgeService {
         ? batchGitState(this.store.db, r.batch_id)
         : r.status === 'abandoned'
           // Its install was refused (a file it would write changed on disk after it was journaled): no retry applies it.
-          ? { state: 'pending' as const, code: 'abandoned' as const, reason: `abandoned, never installed, so never checkpointed: ${r.failure ?? 'its install was refused'}; its bytes are kept in state.sqlite, and a retry cannot apply it: publish it again (with a new request id)` }
+          ? { state: 'pending' as const, code: 'abandoned' as const, reason: `abandoned, never acknowledged, so never checkpointed: ${r.failure ?? 'its install was refused'}; files it installed before that stay on disk (a scan records them as outside edits), its bytes are kept in state.sqlite, and a retry cannot apply it: publish it again (with a new request id)` }
           : r.status === 'journaled' && !r.failure
             // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
             ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }

@@ -75,7 +75,7 @@ describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly o
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0); // a writer opens the store: recovery finds the conflict
     const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string; kind: string; git: { state: string; code?: string; reason?: string }; detail: { status?: string } }>;
     const pub = act.find((a) => a.kind === 'publication' && a.detail.status === 'abandoned')!;
-    expect(pub.git).toMatchObject({ state: 'pending', code: 'abandoned', reason: expect.stringMatching(new RegExp(`^abandoned, never installed, so never checkpointed: ${path} changed on disk.*publish it again`)) });
+    expect(pub.git).toMatchObject({ state: 'pending', code: 'abandoned', reason: expect.stringMatching(new RegExp(`^abandoned, never acknowledged, so never checkpointed: ${path} changed on disk.*files it installed before that stay on disk.*publish it again`)) });
     const resumed = cli(sb, ['resume', '--store', 'st', pub.id]);
     expect(resumed.code).toBe(1);
     expect(resumed.stderr).toMatch(/^E_CONFLICT: /);

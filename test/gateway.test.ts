@@ -341,6 +341,32 @@ describe('[LAY-2] the registry\'s writesEnabled while the Gateway runs', () => {
   });
 });
 
+describe('[LAY-2] a store made writable while the Gateway runs', () => {
+  it('gets what a writer\'s open gives it: a publication cut short while it was read-only is finished by the next request', async () => {
+    writeFileSync(join(sb.dir, 'a.md'), page('kind: page\nid: rec-cut\ntitle: Cut short'));
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md'], { env: { KNOWLEDGE_CRASH_AT: 'after-install' } }).code).toBeNull();
+    const registryFile = join(sb.home, '.knowledge', 'registry.json');
+    const setWrites = (on: boolean) => {
+      const reg = JSON.parse(readFileSync(registryFile, 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+      reg.stores[store]!.writesEnabled = on;
+      writeFileSync(registryFile, JSON.stringify(reg, null, 2));
+    };
+    setWrites(false);
+    const app = createApp(openService());
+    const status = async () => ((await json(app.request('/api/activity'))).body as unknown as Array<{ detail: { status?: string } }>)[0]!.detail.status;
+    expect(await status()).toBe('journaled');
+    setWrites(true);
+    expect(await status()).toBe('acknowledged');
+    // A registry caught half-saved: reads go on, writes wait for it (E_UNAVAILABLE), and both work once it reads again.
+    const saved = readFileSync(registryFile, 'utf8');
+    writeFileSync(registryFile, saved.slice(0, saved.length >> 1));
+    expect((await json(app.request('/api/records'))).status).toBe(200);
+    expect(await json(app.request('/api/scan', WRITE))).toMatchObject({ status: 503, body: { error: { code: 'E_UNAVAILABLE', message: expect.stringMatching(/registry .* is unreadable/) } } });
+    writeFileSync(registryFile, saved);
+    expect((await json(app.request('/api/scan', WRITE))).status).toBe(200);
+  });
+});
+
 describe('[SURF-2] tokens, hosts and the page', () => {
   it('with a token, every API route needs Authorization: Bearer <token> (401 otherwise); the page files carry no data and need none', async () => {
     const s = openService();

@@ -170,7 +170,7 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
     // [LAY-3] a store whose files vanished while served is unavailable, not empty.
     svc.checkAvailable();
     // An operator's edit of writesEnabled in the registry applies to the next request, as it does to the CLI's and MCP's.
-    svc.store.reloadSettings();
+    svc.reloadSettings();
     await next();
   });
 
