@@ -28,7 +28,7 @@ import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
 import { atomicWrite, fsyncDir, mkdirDurable, requireWritable } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, descriptorBytesOf, holdsBytes, changedOriginal, onDiskAt, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, SOURCE_FORMAT, type RetainedSource } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, holdsBytes, sourcePutBack, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, type RetainedSource } from '../evidence/source.js';
 import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
@@ -88,7 +88,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const db = store.db;
   const partition = parsePartition(row.partition);
   const sourceId = sourceIdFor(row.sha256);
-  const existing = db.prepare('SELECT source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor FROM sources WHERE partition = ? AND source_id = ?')
+  const existing = db.prepare(`SELECT ${RETAINED_SOURCE_COLUMNS} FROM sources WHERE partition = ? AND source_id = ?`)
     .get(partition, sourceId) as RetainedSource | undefined;
   const pdir = partitionDir(partition);
   const { dir, path, descriptorPath } = sourcePaths(pdir, sourceId, retainedFileName(row.filename));
@@ -146,19 +146,10 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     // its descriptor from the row. On disk only, with no checkpoint of its own (which would be an empty commit
     // where history still holds them): a descriptor whose deletion a scan recorded is new to the next scan,
     // which commits it; a publication of the same bytes commits what it puts back (publish/validate.ts).
-    if (!existsSync(kept)) {
-      installOriginal(store, from, kept);
-      // Kept out of history, it went with the .gitignore beside it (which history holds): put back too, or
-      // `git status` would show the original as new and the .gitignore as deleted.
-      if (keptIgnore !== null && !onDiskAt(join(store.paths.vault, keptIgnore))) {
-        atomicWrite(join(store.paths.vault, keptIgnore), Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), store.paths.staging);
-      }
-    } else if (from !== kept && !holdsBytes(kept, row.sha256, row.size)) {
-      throw changedOriginal(`attachment ${row.attachment_id} (${row.filename})`, existing.path, sourceId, 'retry the same request');
-    }
-    if (!onDiskAt(join(store.paths.vault, existing.descriptor_path))) {
-      atomicWrite(join(store.paths.vault, existing.descriptor_path), descriptorBytesOf(existing), store.paths.staging);
-    }
+    const back = sourcePutBack(store.paths.vault, existing, `attachment ${row.attachment_id} (${row.filename})`, 'retry the same request');
+    if (back.original) installOriginal(store, from, kept);
+    if (back.gitignore !== null) atomicWrite(join(store.paths.vault, back.gitignore), Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), store.paths.staging);
+    if (back.descriptor !== null) atomicWrite(join(store.paths.vault, existing.descriptor_path), back.descriptor, store.paths.staging);
     const done = acknowledge(store, row, {
       sourceId, path: existing.path, descriptorPath: existing.descriptor_path, gitignorePath: null,
       mediaType: existing.media_type, inHistory: existing.in_history === 1, isNew: false,

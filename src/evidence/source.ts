@@ -150,3 +150,36 @@ export function holdsBytes(abs: string, sha256: string, size: number): boolean {
 export function changedOriginal(what: string, path: string, sourceId: string, then: string): KnowledgeError {
   return new KnowledgeError('E_CONFLICT', `${what}: ${path} no longer holds the bytes of source ${sourceId} (edited or replaced by hand?); move it away, then ${then}: the same bytes given again put the original back`);
 }
+
+/** The `sources` columns of a {@link RetainedSource}. */
+export const RETAINED_SOURCE_COLUMNS = 'source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor';
+
+/** What of an existing source is gone from the vault, to put back when its bytes are given again. */
+export interface SourcePutBack {
+  /** The original was deleted by hand (for one kept out of history, its only copy). */
+  original: boolean;
+  /** The .gitignore beside a kept-out original, gone with it (history holds it). */
+  gitignore: string | null;
+  /** The descriptor's bytes, when it was deleted by hand. */
+  descriptor: Buffer | null;
+}
+
+/**
+ * The same bytes given again for an existing source (publish and attach):
+ * which of its files to put back, or E_CONFLICT for an original that no
+ * longer holds its bytes (edited or replaced by hand: the user's to move,
+ * never overwritten, and scans never record originals, so those bytes are in
+ * no history).
+ */
+export function sourcePutBack(vault: string, existing: RetainedSource, what: string, then: string): SourcePutBack {
+  const out: SourcePutBack = { original: false, gitignore: null, descriptor: null };
+  if (!onDiskAt(join(vault, existing.path))) {
+    out.original = true;
+    const ignore = `${posix.dirname(existing.path)}/.gitignore`;
+    if (existing.in_history === 0 && !onDiskAt(join(vault, ignore))) out.gitignore = ignore;
+  } else if (!holdsBytes(join(vault, existing.path), existing.sha256, existing.size)) {
+    throw changedOriginal(what, existing.path, existing.source_id, then);
+  }
+  if (!onDiskAt(join(vault, existing.descriptor_path))) out.descriptor = descriptorBytesOf(existing);
+  return out;
+}

@@ -4,8 +4,8 @@
  * and the disk; writes nothing.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
-import { join, posix } from 'node:path';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
@@ -14,7 +14,7 @@ import { recordPath, isSafeRelativePath } from '../records/filename.js';
 import { requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory, normalizeMediaType } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, descriptorBytesOf, holdsBytes, changedOriginal, EXCLUDED_GITIGNORE, onDiskAt, refuseOccupiedSourcePaths, type RetainedSource } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, onDiskAt, sourcePutBack, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, refuseOccupiedSourcePaths, type RetainedSource } from '../evidence/source.js';
 import { CHECKED_SOURCE_MAX_BYTES, citableText, citationProblem } from '../evidence/citation.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
 
@@ -114,7 +114,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const bySha = new Map<string, PlannedSource>();
   /** This request's evidence bytes by source id: what its citations are checked against. */
   const requestBytes = new Map<string, Buffer>();
-  const getSource = db.prepare('SELECT source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor FROM sources WHERE partition = ? AND source_id = ?');
+  const getSource = db.prepare(`SELECT ${RETAINED_SOURCE_COLUMNS} FROM sources WHERE partition = ? AND source_id = ?`);
   for (const ev of req.evidence) {
     const sha = sha256Hex(ev.bytes);
     // Same bytes twice in one request: one source, with each attribution given (as for the same bytes published again).
@@ -133,22 +133,15 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
         sourceId, sha256: sha, size: existing.size, mediaType: existing.media_type, path: existing.path,
         descriptorPath: existing.descriptor_path, inHistory: existing.in_history === 1, attribution: ev.attribution ?? '', isNew: false,
       };
-      // Its original deleted by hand (for one kept out of history, the only copy): installed again from these
-      // bytes. One in history is committed again (its deletion may be committed: a scan's, or the user's own; where
-      // it is not, the commit changes nothing at that path); one kept out of history never is [GIT-9].
-      if (!existsSync(join(store.paths.vault, existing.path))) {
-        addFile(existing.path, ev.bytes, existing.in_history === 1, null);
-        // Kept out of history, it went with the .gitignore beside it (which history holds): that is put back too, or
-        // `git status` would show the original as new and the .gitignore as deleted.
-        const ignore = `${posix.dirname(existing.path)}/.gitignore`;
-        if (existing.in_history === 0 && !onDiskAt(join(store.paths.vault, ignore))) addFile(ignore, Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), true, null);
-      } else if (!holdsBytes(join(store.paths.vault, existing.path), sha, ev.bytes.length)) {
-        // Edited or replaced by hand: not Knowledge's to overwrite (scans never record originals, so those bytes are
-        // in no history), and a receipt naming this path and hash would be false.
-        throw changedOriginal(`evidence ${ev.name}`, existing.path, sourceId, 'publish again');
-      }
-      // Its descriptor deleted by hand: put back as it was, and committed again [SCAN-2].
-      if (!onDiskAt(join(store.paths.vault, existing.descriptor_path))) addFile(existing.descriptor_path, descriptorBytesOf(existing), true, null);
+      // What of it was deleted by hand is installed again from these bytes and committed with this publication
+      // (its deletion may be committed: a scan's, or the user's own; where it is not, the commit changes nothing
+      // at that path); an original kept out of history never is [GIT-9]. Kept out of history, the original went
+      // with the .gitignore beside it (which history holds), put back too, or `git status` would show the
+      // original as new and the .gitignore as deleted.
+      const back = sourcePutBack(store.paths.vault, existing, `evidence ${ev.name}`, 'publish again');
+      if (back.original) addFile(existing.path, ev.bytes, existing.in_history === 1, null);
+      if (back.gitignore !== null) addFile(back.gitignore, Buffer.from(EXCLUDED_GITIGNORE, 'utf8'), true, null);
+      if (back.descriptor !== null) addFile(existing.descriptor_path, back.descriptor, true, null);
     } else {
       const media = detectMedia(ev.name, ev.bytes.subarray(0, 64), normalizeMediaType(ev.mediaType));
       const inHistory = belongsInHistory(ev.bytes.length, media);
