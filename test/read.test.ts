@@ -959,6 +959,7 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     const d = new Database(join(sb.dir, 'st', 'state.sqlite'));
     d.exec('DROP TABLE scan_blocked_claims');
     d.exec('ALTER TABLE sources DROP COLUMN descriptor'); // 018
+    d.exec('DROP TABLE record_revision_floors'); // 019
     d.pragma('user_version = 16');
     d.close();
     writeFileSync(join(vault, first.path), text);

@@ -1462,6 +1462,26 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: [], hashed: 0 });
   });
 
+  it('a record put back by hand at an older revision goes on from its highest revision, revised or deleted and published again: no revision number names two versions [REC-4]', () => {
+    const page = (id: string, revision: number | null, body: string) => `---\nkind: page\nid: ${id}\n${revision ? `revision: ${revision}\n` : ''}title: ${id}\n---\n${body}\n`;
+    const paths: Record<string, string> = {};
+    for (const id of ['rec-back', 'rec-gone']) {
+      const first = publish(page(id, null, 'body 1'));
+      publish(page(id, 1, 'body 2'));
+      const third = publish(page(id, 2, 'body 3'));
+      paths[id] = third.records[0].path;
+      // The first version put back from the vault's own history.
+      writeFileSync(join(vault, paths[id]!), userGit(sb, vault, ['show', `${first.git.commit}:${paths[id]}`]));
+    }
+    expect(scan()).toMatchObject({ modified: [paths['rec-back'], paths['rec-gone']].sort() });
+    // Revised from what its file says (revision 1): the next number is 4, not a second 2.
+    expect(publish(page('rec-back', 1, 'after the rollback')).records[0].revision).toBe(4);
+    // Deleted, then published again: on from 3, the highest it had.
+    rmSync(join(vault, paths['rec-gone']!));
+    expect(scan()).toMatchObject({ deleted: [paths['rec-gone']] });
+    expect(publish(page('rec-gone', null, 'published again')).records[0].revision).toBe(4);
+  });
+
   it('an edit made after a publication installed a file and before it recorded the file\'s fingerprint is seen by the next scan, however long before the fingerprint it was made', async () => {
     writeFileSync(join(sb.dir, 'slow.md'), '---\nkind: page\nid: rec-slow\ntitle: Slow\n---\nInstalled bytes.\n');
     // The publication pauses between its install and its acknowledgement (as a large evidence file's hashing would).

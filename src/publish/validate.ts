@@ -171,6 +171,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const sameNameAnyCase = db.prepare('SELECT path FROM records WHERE lower(path) = lower(?) UNION ALL SELECT path FROM vault_files WHERE lower(path) = lower(?)').pluck();
   const pathTakenInIndex = (rel: string) => (sameNameAnyCase.all(rel, rel) as string[]).some((p) => p === rel || p.startsWith(`${pdir}/`));
   const getTombstone = db.prepare('SELECT revision, partition, path FROM record_tombstones WHERE id = ?');
+  const revisionFloor = db.prepare('SELECT revision FROM record_revision_floors WHERE id = ?').pluck();
   const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
   const brokenClaim = db.prepare('SELECT path, partition FROM broken_record_files WHERE id = ? LIMIT 1');
   const blockedClaim = db.prepare('SELECT path, partition FROM scan_blocked_claims WHERE id = ? ORDER BY path LIMIT 1');
@@ -256,7 +257,8 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       if (current !== existing.sha256) {
         throw new KnowledgeError('E_CONFLICT', `${label}: ${existing.path} changed on disk since Knowledge last recorded it; run knowledge scan first`);
       }
-      revision = existing.revision + 1;
+      // Its file put back at an older revision by hand: on from the highest it has had (migration 019) [REC-4].
+      revision = Math.max(existing.revision, (revisionFloor.get(id) as number | undefined) ?? 0) + 1;
       priorRevision = existing.revision;
       path = existing.path;
       recordedAt = existing.recorded_at;

@@ -71,6 +71,8 @@ export class RecordIndexer {
       hasRec: db.prepare('SELECT 1 FROM records WHERE id = ?').pluck(),
       hasDup: db.prepare('SELECT 1 FROM scan_duplicate_rows WHERE id = ? LIMIT 1').pluck(),
       tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
+      raiseFloor: db.prepare('INSERT INTO record_revision_floors(id, revision) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET revision = max(revision, excluded.revision)'),
+      floorOf: db.prepare('SELECT revision FROM record_revision_floors WHERE id = ?').pluck(),
       tombstoneOf: db.prepare('SELECT partition, path FROM record_tombstones WHERE id = ?'),
       // A file that no longer reads as a record still holds its id (broken_record_files): not a deleted record.
       brokenHolds: db.prepare('SELECT 1 FROM broken_record_files WHERE id = ? LIMIT 1'),
@@ -202,6 +204,10 @@ export class RecordIndexer {
     this.claimedCount++;
     if (this.released.has(row.id)) {
       this.reclaimed.add(row.id);
+      // Its file now at a lower revision than before (an older version put back by hand): indexed as the file says,
+      // but its next publication goes on from the highest revision it has had [REC-4] (migration 019).
+      const before = this.gone.get(row.id)?.revision;
+      if (before !== undefined && before > row.revision) this.s.raiseFloor.run(row.id, before);
       // Claimed again in another partition (its file moved across partitions): references to it change meaning in both.
       if (this.gone.get(row.id)?.partition !== row.partition) this.moved = true;
     }
@@ -268,7 +274,7 @@ export class RecordIndexer {
     // [READ-2] A record whose file is gone, and whose id no other file claims: its history stays readable.
     for (const [id, at] of this.gone) {
       if (this.s.hasRec.get(id) === undefined && this.s.hasDup.get(id) === undefined && this.s.brokenHolds.get(id) === undefined) {
-        this.s.tombstone.run(id, at.partition, at.path, at.revision, this.now);
+        this.s.tombstone.run(id, at.partition, at.path, Math.max(at.revision, (this.s.floorOf.get(id) as number | undefined) ?? 0), this.now);
       }
     }
   }

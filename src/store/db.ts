@@ -25,9 +25,10 @@ import m015 from './migrations/015-record-moves.js';
 import m016 from './migrations/016-broken-record-revision.js';
 import m017 from './migrations/017-blocked-claims.js';
 import m018 from './migrations/018-source-descriptor.js';
+import m019 from './migrations/019-revision-floors.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016, m017, m018];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016, m017, m018, m019];
 
 export const SCHEMA_VERSION = migrations.length;
 
