@@ -17,6 +17,7 @@ export type CrashPoint =
   | 'attach-mid-upload'
   | 'attach-before-chunk-commit'
   | 'attach-after-install'
+  | 'attach-before-acknowledge'
   | 'attach-after-acknowledge'
   // Scans [SCAN-3]
   | 'scan-mid-stage'

@@ -501,6 +501,28 @@ describe('the same bytes again, after the retained original was deleted or a cra
     expect(readdirSync(sourceDir(other.receipt))).toEqual(['a.txt']);
   });
 
+  it('an empty file killed after its install, or after its descriptor too, completes on retry; overtaken by another with the same (empty) bytes, it leaves no copy behind', () => {
+    write('e.txt', '');
+    write('f.txt', '');
+    for (const [i, point] of ['attach-after-install', 'attach-before-acknowledge'].entries()) {
+      const rid = `9c8d7e6f-5a4b-4c3d-8e2f-1a0b9c8d7e6${i}`;
+      const killed = attach(['--request-id', rid, '--partition', `conversation:k${i}`, 'e.txt'], { KNOWLEDGE_CRASH_AT: point });
+      expect(killed.code, killed.stderr).toBeNull();
+      const retry = attach(['--request-id', rid, '--partition', `conversation:k${i}`, 'e.txt']);
+      expect(retry.code, retry.stderr).toBe(0);
+      expect(retry.receipt).toMatchObject({ newSource: true, git: { state: 'committed' } });
+    }
+    const rid = '9c8d7e6f-5a4b-4c3d-8e2f-1a0b9c8d7e6f';
+    expect(attach(['--request-id', rid, 'e.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-install' }).code).toBeNull();
+    const other = attach(['f.txt']);
+    expect(other.code, other.stderr).toBe(0);
+    const retry = attach(['--request-id', rid, 'e.txt']);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
+    expect(readdirSync(sourceDir(other.receipt))).toEqual(['f.txt']);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
+  });
+
   it('a partial file left by a kill after a duplicate was acknowledged is removed by the next writer', () => {
     write('a.txt', 'duplicate bytes\n');
     expect(attach(['a.txt']).code).toBe(0);

@@ -33,6 +33,7 @@ import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } fro
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
 import { crashPoint } from '../faults.js';
+import { sha256Hex } from '../records/record.js';
 import { hashFile, partPath, readHead, removeQuietly, settleLength, uploadsDir } from './partial.js';
 import { takeDigest } from './running-digest.js';
 import { loadAttachment, noteFailure, resetUpload, type AttachmentRow } from './upload.js';
@@ -113,12 +114,23 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   // A new source's paths holding files this partition has no source for (copied there by hand): refused before
   // anything is written, as a publication refuses them. After a crash, what is there is this request's own install,
   // or that of another request for the same bytes cut short after its install (which this one then completes).
+  // What a new source writes besides its original. The descriptor depends on the request alone (retained when
+  // the upload began), so a retry writes the very bytes an attempt cut short wrote.
+  const descriptor = Buffer.from(descriptorText({
+    format: SOURCE_FORMAT, source_id: sourceId, retained_path: path, sha256: row.sha256, size: row.size,
+    media_type: media.mediaType, original_name: row.filename, attribution: row.attribution, retained_at: row.created_at, in_history: inHistory,
+  }), 'utf8');
+  const gitignore = inHistory ? null : Buffer.from(EXCLUDED_GITIGNORE, 'utf8');
   if (!existing && !installed && !installedByAnother(store, row)) {
-    // An original that already holds exactly these bytes loses nothing when replaced (an empty one this request
-    // installed before a crash, say); a descriptor or .gitignore there is someone's.
-    const original = holdsBytes(target, row.sha256, row.size) ? [] : [path];
-    refuseOccupiedSourcePaths(store.paths.vault, `attachment ${row.attachment_id} (${row.filename})`, partition, sourceId,
-      [...original, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'retry the same request');
+    // A file that already holds exactly what this request writes there loses nothing when replaced (what an
+    // attempt of this request cut short installed, say, which for an empty upload cannot be told otherwise).
+    const holds = (rel: string, bytes: Buffer) => holdsBytes(join(store.paths.vault, rel), sha256Hex(bytes), bytes.length);
+    const wanted: Array<[string, Buffer | null]> = [[descriptorPath, descriptor], ...(gitignore ? [[`${dir}/.gitignore`, gitignore] as [string, Buffer]] : [])];
+    const occupied = [
+      ...(holdsBytes(target, row.sha256, row.size) ? [] : [path]),
+      ...wanted.filter(([rel, bytes]) => !holds(rel, bytes!)).map(([rel]) => rel),
+    ];
+    refuseOccupiedSourcePaths(store.paths.vault, `attachment ${row.attachment_id} (${row.filename})`, partition, sourceId, occupied, 'retry the same request');
   }
   const collect = !existing && inHistory; // the checkpoint commits exact bytes (< 100 MiB) [GIT-7, GIT-9]
   // Verify [ATT-2]: with the digest this process computed while it received every byte, or by reading them again.
@@ -154,8 +166,10 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
       sourceId, path: existing.path, descriptorPath: existing.descriptor_path, gitignorePath: null,
       mediaType: existing.media_type, inHistory: existing.in_history === 1, isNew: false,
     }, null, now);
-    // A verified copy left over (the partial file, or this request's own install under another name).
+    // A verified copy left over (the partial file, or this request's own install under another name; for an empty
+    // upload, that install is an empty file at its own path).
     if (existsSync(from) && from !== kept) removeDurably(from);
+    if (target !== kept && existsSync(target) && holdsBytes(target, row.sha256, row.size)) removeDurably(target);
     return done;
   }
 
@@ -163,15 +177,12 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     sourceId, path, descriptorPath, gitignorePath: inHistory ? null : `${dir}/.gitignore`,
     mediaType: media.mediaType, inHistory, isNew: true,
   };
-  const descriptor = Buffer.from(descriptorText({
-    format: SOURCE_FORMAT, source_id: sourceId, retained_path: path, sha256: row.sha256, size: row.size,
-    media_type: media.mediaType, original_name: row.filename, attribution: row.attribution, retained_at: now, in_history: inHistory,
-  }), 'utf8');
-  const files: InstalledFiles = { descriptor, gitignore: planned.gitignorePath ? Buffer.from(EXCLUDED_GITIGNORE, 'utf8') : null, original: hashed.bytes };
+  const files: InstalledFiles = { descriptor, gitignore, original: hashed.bytes };
   if (!installed) installOriginal(store, part, target);
   crashPoint('attach-after-install');
   atomicWrite(join(store.paths.vault, descriptorPath), descriptor, store.paths.staging);
   if (planned.gitignorePath && files.gitignore) atomicWrite(join(store.paths.vault, planned.gitignorePath), files.gitignore, store.paths.staging);
+  crashPoint('attach-before-acknowledge');
   return acknowledge(store, row, planned, files, now);
 }
 
