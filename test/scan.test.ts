@@ -1462,24 +1462,45 @@ describe('[SCAN-4] what a scan recorded (file metadata, folder digests) never hi
     expect(await s.scan({ caller: operator })).toMatchObject({ modified: [], hashed: 0 });
   });
 
-  it('a record put back by hand at an older revision goes on from its highest revision, revised or deleted and published again: no revision number names two versions [REC-4]', () => {
+  describe('[REC-4] a record put back by hand at an older revision goes on from its highest revision: no revision number names two versions', () => {
     const page = (id: string, revision: number | null, body: string) => `---\nkind: page\nid: ${id}\n${revision ? `revision: ${revision}\n` : ''}title: ${id}\n---\n${body}\n`;
-    const paths: Record<string, string> = {};
-    for (const id of ['rec-back', 'rec-gone']) {
+    /** Three revisions of `id`; its path and its first version's bytes, from the vault's own history. */
+    function threeRevisions(id: string): { path: string; first: string } {
       const first = publish(page(id, null, 'body 1'));
       publish(page(id, 1, 'body 2'));
-      const third = publish(page(id, 2, 'body 3'));
-      paths[id] = third.records[0].path;
-      // The first version put back from the vault's own history.
-      writeFileSync(join(vault, paths[id]!), userGit(sb, vault, ['show', `${first.git.commit}:${paths[id]}`]));
+      const path = publish(page(id, 2, 'body 3')).records[0].path as string;
+      return { path, first: userGit(sb, vault, ['show', `${first.git.commit}:${path}`]) };
     }
-    expect(scan()).toMatchObject({ modified: [paths['rec-back'], paths['rec-gone']].sort() });
-    // Revised from what its file says (revision 1): the next number is 4, not a second 2.
-    expect(publish(page('rec-back', 1, 'after the rollback')).records[0].revision).toBe(4);
-    // Deleted, then published again: on from 3, the highest it had.
-    rmSync(join(vault, paths['rec-gone']!));
-    expect(scan()).toMatchObject({ deleted: [paths['rec-gone']] });
-    expect(publish(page('rec-gone', null, 'published again')).records[0].revision).toBe(4);
+    const nextRevision = (id: string, expected: number | null) => publish(page(id, expected, 'published after the rollback')).records[0].revision;
+
+    it('put back in place: revised from what its file says (revision 1), it becomes 4; deleted then, and published again, 4 as well', () => {
+      const a = threeRevisions('rec-back');
+      const b = threeRevisions('rec-gone');
+      writeFileSync(join(vault, a.path), a.first);
+      writeFileSync(join(vault, b.path), b.first);
+      expect(scan()).toMatchObject({ modified: [a.path, b.path].sort() });
+      expect(nextRevision('rec-back', 1)).toBe(4);
+      rmSync(join(vault, b.path));
+      expect(scan()).toMatchObject({ deleted: [b.path] });
+      expect(nextRevision('rec-gone', null)).toBe(4);
+    });
+
+    it('put back in a later scan than the one that saw it deleted, broken, or its newer copy removed', () => {
+      const deleted = threeRevisions('rec-deleted');
+      const broken = threeRevisions('rec-broken');
+      const copied = threeRevisions('rec-copied');
+      rmSync(join(vault, deleted.path));
+      writeFileSync(join(vault, broken.path), '---\nkind: page\nid: rec-broken\n: : [\n---\nbroken\n');
+      put(join(dirname(copied.path), 'copy.md'), copied.first); // an older copy beside it: the id claimed twice
+      scan();
+      writeFileSync(join(vault, deleted.path), deleted.first);
+      writeFileSync(join(vault, broken.path), broken.first);
+      rmSync(join(vault, copied.path)); // the newer one gone: the older copy is the record again
+      scan();
+      expect(nextRevision('rec-deleted', 1)).toBe(4);
+      expect(nextRevision('rec-broken', 1)).toBe(4);
+      expect(nextRevision('rec-copied', 1)).toBe(4);
+    });
   });
 
   it('an edit made after a publication installed a file and before it recorded the file\'s fingerprint is seen by the next scan, however long before the fingerprint it was made', async () => {

@@ -73,6 +73,7 @@ export class RecordIndexer {
       tombstone: db.prepare('INSERT OR REPLACE INTO record_tombstones(id, partition, path, revision, removed_at) VALUES (?, ?, ?, ?, ?)'),
       raiseFloor: db.prepare('INSERT INTO record_revision_floors(id, revision) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET revision = max(revision, excluded.revision)'),
       floorOf: db.prepare('SELECT revision FROM record_revision_floors WHERE id = ?').pluck(),
+      tombRevision: db.prepare('SELECT revision FROM record_tombstones WHERE id = ?').pluck(),
       tombstoneOf: db.prepare('SELECT partition, path FROM record_tombstones WHERE id = ?'),
       // A file that no longer reads as a record still holds its id (broken_record_files): not a deleted record.
       brokenHolds: db.prepare('SELECT 1 FROM broken_record_files WHERE id = ? LIMIT 1'),
@@ -199,15 +200,27 @@ export class RecordIndexer {
     return tomb.partition !== row.partition && this.s.hasRec.get(row.id) === undefined && this.s.hasDup.get(row.id) === undefined;
   }
 
+  /**
+   * A record indexed at a lower revision than its id has had (an older version put back by hand, in this scan or
+   * after its deletion, its file's breakage or its duplicate's removal): indexed as its file says, but its next
+   * publication goes on from the highest revision [REC-4] (migration 019).
+   */
+  private keepRevisionFloor(row: IndexRow): void {
+    const before = this.claimedBefore.get(row.path);
+    const known = Math.max(
+      this.gone.get(row.id)?.revision ?? 0,
+      before?.id === row.id ? (before.revision ?? 0) : 0,
+      this.anyTombstone ? ((this.s.tombRevision.get(row.id) as number | undefined) ?? 0) : 0,
+    );
+    if (known > row.revision) this.s.raiseFloor.run(row.id, known);
+  }
+
   /** `deletedAt`: where the id's tombstone says the record was when it was deleted, if it has one. */
   private claim(row: IndexRow, deletedAt?: string): void {
     this.claimedCount++;
+    this.keepRevisionFloor(row);
     if (this.released.has(row.id)) {
       this.reclaimed.add(row.id);
-      // Its file now at a lower revision than before (an older version put back by hand): indexed as the file says,
-      // but its next publication goes on from the highest revision it has had [REC-4] (migration 019).
-      const before = this.gone.get(row.id)?.revision;
-      if (before !== undefined && before > row.revision) this.s.raiseFloor.run(row.id, before);
       // Claimed again in another partition (its file moved across partitions): references to it change meaning in both.
       if (this.gone.get(row.id)?.partition !== row.partition) this.moved = true;
     }
@@ -267,6 +280,7 @@ export class RecordIndexer {
         this.s.delDupRow.run(only.path);
         this.s.delDupView.run(only.path);
         const row = JSON.parse(only.row) as IndexRow;
+        this.keepRevisionFloor(row);
         this.s.insRec.run(row);
         this.note(row.id);
       }
