@@ -335,6 +335,17 @@ describe('content addressing: the same bytes attached twice are one source', () 
 
 describe('the same bytes again, after the retained original was deleted or a crash left it behind', () => {
   const sourceDir = (r: { sourceId: string }) => join(vault, 'private', 'evidence', r.sourceId.slice(4, 6), r.sourceId);
+  /** `first` attached as request `rid` and killed after its install, overtaken by `second` (the same bytes), then retried. */
+  function overtakenThenRetried(first: string, second: string, rid: string) {
+    const killed = attach(['--request-id', rid, first], { KNOWLEDGE_CRASH_AT: 'attach-after-install' });
+    expect(killed.code, killed.stderr).toBeNull();
+    const other = attach([second]);
+    expect(other.code, other.stderr).toBe(0);
+    const retry = attach(['--request-id', rid, first]);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
+    return other.receipt as { sourceId: string; path: string };
+  }
 
   it('files of a new source already at its paths (copied by hand from another partition, then edited) are refused before anything is written, as a publication refuses them', () => {
     write('notes.txt', 'alpha\nbeta\n');
@@ -474,31 +485,17 @@ describe('the same bytes again, after the retained original was deleted or a cra
   it('a request killed after its install, overtaken by another with the same bytes, completes on retry without leaving a copy behind', () => {
     write('a.txt', 'raced bytes\n');
     write('b.txt', 'raced bytes\n');
-    const rid = '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d';
-    const killed = attach(['--request-id', rid, 'a.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-install' });
-    expect(killed.code, killed.stderr).toBeNull();
-    const other = attach(['b.txt']);
-    expect(other.code, other.stderr).toBe(0);
-    const retry = attach(['--request-id', rid, 'a.txt']);
-    expect(retry.code, retry.stderr).toBe(0);
-    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
-    expect(readdirSync(sourceDir(other.receipt))).toEqual(['b.txt']);
-    expect(readFileSync(join(vault, other.receipt.path), 'utf8')).toBe('raced bytes\n');
+    const other = overtakenThenRetried('a.txt', 'b.txt', '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d');
+    expect(readdirSync(sourceDir(other))).toEqual(['b.txt']);
+    expect(readFileSync(join(vault, other.path), 'utf8')).toBe('raced bytes\n');
     expect(partFiles()).toEqual([]);
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
   });
 
   it('the same, when both requests name the same file', () => {
     write('a.txt', 'raced bytes, one name\n');
-    const rid = '8b7c6d5e-4f3a-4b2c-8d9e-0f1a2b3c4d5e';
-    const killed = attach(['--request-id', rid, 'a.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-install' });
-    expect(killed.code, killed.stderr).toBeNull();
-    const other = attach(['a.txt']);
-    expect(other.code, other.stderr).toBe(0);
-    const retry = attach(['--request-id', rid, 'a.txt']);
-    expect(retry.code, retry.stderr).toBe(0);
-    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
-    expect(readdirSync(sourceDir(other.receipt))).toEqual(['a.txt']);
+    const other = overtakenThenRetried('a.txt', 'a.txt', '8b7c6d5e-4f3a-4b2c-8d9e-0f1a2b3c4d5e');
+    expect(readdirSync(sourceDir(other))).toEqual(['a.txt']);
   });
 
   it('an empty file killed after its install, or after its descriptor too, completes on retry; overtaken by another with the same (empty) bytes, it leaves no copy behind', () => {
@@ -512,14 +509,8 @@ describe('the same bytes again, after the retained original was deleted or a cra
       expect(retry.code, retry.stderr).toBe(0);
       expect(retry.receipt).toMatchObject({ newSource: true, git: { state: 'committed' } });
     }
-    const rid = '9c8d7e6f-5a4b-4c3d-8e2f-1a0b9c8d7e6f';
-    expect(attach(['--request-id', rid, 'e.txt'], { KNOWLEDGE_CRASH_AT: 'attach-after-install' }).code).toBeNull();
-    const other = attach(['f.txt']);
-    expect(other.code, other.stderr).toBe(0);
-    const retry = attach(['--request-id', rid, 'e.txt']);
-    expect(retry.code, retry.stderr).toBe(0);
-    expect(retry.receipt).toMatchObject({ sourceId: other.receipt.sourceId, path: other.receipt.path, newSource: false });
-    expect(readdirSync(sourceDir(other.receipt))).toEqual(['f.txt']);
+    const other = overtakenThenRetried('e.txt', 'f.txt', '9c8d7e6f-5a4b-4c3d-8e2f-1a0b9c8d7e6f');
+    expect(readdirSync(sourceDir(other))).toEqual(['f.txt']);
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=all'])).toBe('');
   });
 

@@ -111,9 +111,6 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
 
   const media = detectMedia(row.filename, readHead(from, row.attachment_id), row.declared_media_type ?? undefined);
   const inHistory = existing ? existing.in_history === 1 : belongsInHistory(row.size, media);
-  // A new source's paths holding files this partition has no source for (copied there by hand): refused before
-  // anything is written, as a publication refuses them. After a crash, what is there is this request's own install,
-  // or that of another request for the same bytes cut short after its install (which this one then completes).
   // What a new source writes besides its original. The descriptor depends on the request alone (retained when
   // the upload began), so a retry writes the very bytes an attempt cut short wrote.
   const descriptor = Buffer.from(descriptorText({
@@ -121,14 +118,17 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     media_type: media.mediaType, original_name: row.filename, attribution: row.attribution, retained_at: row.created_at, in_history: inHistory,
   }), 'utf8');
   const gitignore = inHistory ? null : Buffer.from(EXCLUDED_GITIGNORE, 'utf8');
+  // A new source's paths holding files this partition has no source for (copied there by hand): refused before
+  // anything is written, as a publication refuses them. After a crash, what is there is this request's own install,
+  // or that of another request for the same bytes cut short after its install (which this one then completes); and
+  // a file that already holds exactly what this request writes there loses nothing when replaced (what an attempt of
+  // this request cut short installed, say, which for an empty upload cannot be told otherwise).
   if (!existing && !installed && !installedByAnother(store, row)) {
-    // A file that already holds exactly what this request writes there loses nothing when replaced (what an
-    // attempt of this request cut short installed, say, which for an empty upload cannot be told otherwise).
     const holds = (rel: string, bytes: Buffer) => holdsBytes(join(store.paths.vault, rel), sha256Hex(bytes), bytes.length);
-    const wanted: Array<[string, Buffer | null]> = [[descriptorPath, descriptor], ...(gitignore ? [[`${dir}/.gitignore`, gitignore] as [string, Buffer]] : [])];
     const occupied = [
       ...(holdsBytes(target, row.sha256, row.size) ? [] : [path]),
-      ...wanted.filter(([rel, bytes]) => !holds(rel, bytes!)).map(([rel]) => rel),
+      ...(holds(descriptorPath, descriptor) ? [] : [descriptorPath]),
+      ...(gitignore === null || holds(`${dir}/.gitignore`, gitignore) ? [] : [`${dir}/.gitignore`]),
     ];
     refuseOccupiedSourcePaths(store.paths.vault, `attachment ${row.attachment_id} (${row.filename})`, partition, sourceId, occupied, 'retry the same request');
   }

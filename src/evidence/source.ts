@@ -147,7 +147,7 @@ export function holdsBytes(abs: string, sha256: string, size: number): boolean {
 }
 
 /** The refusal for a source whose original no longer holds its bytes: the user's file is theirs to move, never replaced. */
-export function changedOriginal(what: string, path: string, sourceId: string, then: string): KnowledgeError {
+function changedOriginal(what: string, path: string, sourceId: string, then: string): KnowledgeError {
   return new KnowledgeError('E_CONFLICT', `${what}: ${path} no longer holds the bytes of source ${sourceId} (edited or replaced by hand?); move it away, then ${then}: the same bytes given again put the original back`);
 }
 
