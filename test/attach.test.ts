@@ -462,6 +462,19 @@ describe('the same bytes again, after the retained original was deleted or a cra
     expect(readFileSync(join(vault, first.path), 'utf8')).toBe('attached, then edited by hand\n');
   });
 
+  it('a source retained before descriptors were kept (migration 018) gets its descriptor back as an attachment wrote it', () => {
+    write('My Notes.TXT', 'notes from before\n');
+    const first = attach(['My Notes.TXT']).receipt as { descriptorPath: string; sourceId: string };
+    const descriptorBytes = readFileSync(join(vault, first.descriptorPath));
+    const d = new Database(join(store, 'state.sqlite'));
+    d.prepare('UPDATE sources SET descriptor = NULL WHERE source_id = ?').run(first.sourceId);
+    d.close();
+    rmSync(join(vault, first.descriptorPath));
+    const again = attach(['My Notes.TXT']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(join(vault, first.descriptorPath), 'utf8')).toBe(descriptorBytes.toString('utf8'));
+  });
+
   it('an empty file: an original edited by hand, or a hand-copied source in another partition, is refused as for any other', () => {
     write('empty.txt', '');
     const first = attach(['empty.txt']).receipt as { path: string; descriptorPath: string };

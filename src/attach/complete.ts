@@ -254,7 +254,7 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
         db.prepare(
           `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(row.partition, s.sourceId, row.sha256, row.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0, JSON.stringify([attribution]), now, files.descriptor);
+        ).run(row.partition, s.sourceId, row.sha256, row.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0, JSON.stringify([attribution]), row.created_at, files.descriptor);
         for (const p of prints) upsertVaultFile(db, p.path, p.fp);
         const changes: BatchChange[] = [];
         if (s.inHistory && files.original) changes.push({ path: s.path, bytes: files.original });

@@ -11,7 +11,7 @@ describe('a source\'s files, put back', () => {
     source_id: 'src-0123456789abcdef01234567', sha256: 'ab'.repeat(32), size: 12, media_type: 'text/plain',
     path: 'private/evidence/01/src-0123456789abcdef01234567/notes.txt', descriptor_path: 'private/evidence/01/src-0123456789abcdef01234567.yaml',
     in_history: 1, attributions: JSON.stringify([{ attribution: 'design review', publicationId: 'pub-1', at: 't' }, { attribution: 'later' }]),
-    created_at: '2026-12-01T00:00:00.000Z', descriptor: null,
+    created_at: '2026-12-01T00:00:00.000Z', descriptor: null, attached_name: null,
   };
 
   it('the descriptor kept with the row is put back byte for byte', () => {
@@ -23,6 +23,10 @@ describe('a source\'s files, put back', () => {
       format: 'knowledge-source-v1', source_id: row.source_id, retained_path: row.path, sha256: row.sha256, size: 12,
       media_type: 'text/plain', original_name: 'notes.txt', attribution: 'design review', retained_at: row.created_at, in_history: true,
     });
+  });
+
+  it('one an attachment retained before then names its original as the attachment did', () => {
+    expect(YAML.parse(descriptorBytesOf({ ...row, attached_name: 'My Notes.TXT' }).toString())).toMatchObject({ original_name: 'My Notes.TXT' });
   });
 
   it('holdsBytes: the same bytes only, never through a symbolic link', () => {

@@ -101,19 +101,23 @@ export interface RetainedSource {
   created_at: string;
   /** Migration 018: null for a source retained before it. */
   descriptor: Buffer | null;
+  /** The file name of the attachment that retained it, if one did (RETAINED_SOURCE_COLUMNS). */
+  attached_name: string | null;
 }
 
 /**
  * The descriptor a source's row says it has: the bytes Knowledge wrote
  * (migration 018), or, for a source retained before they were kept, written
- * again from the row (the retained file's name stands for the original one).
+ * again from the row — as it was for one an attachment retained (its file
+ * name is kept with the attachment), with the retained file's name standing
+ * for the original one for one a publication retained.
  */
 export function descriptorBytesOf(row: RetainedSource): Buffer {
   if (row.descriptor !== null) return row.descriptor;
   const first = (JSON.parse(row.attributions) as Array<{ attribution?: string }>)[0];
   return Buffer.from(descriptorText({
     format: SOURCE_FORMAT, source_id: row.source_id, retained_path: row.path, sha256: row.sha256, size: row.size,
-    media_type: row.media_type, original_name: posix.basename(row.path), attribution: first?.attribution ?? '', retained_at: row.created_at,
+    media_type: row.media_type, original_name: row.attached_name ?? posix.basename(row.path), attribution: first?.attribution ?? '', retained_at: row.created_at,
     in_history: row.in_history === 1,
   }), 'utf8');
 }
@@ -152,7 +156,9 @@ function changedOriginal(what: string, path: string, sourceId: string, then: str
 }
 
 /** The `sources` columns of a {@link RetainedSource}. */
-export const RETAINED_SOURCE_COLUMNS = 'source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor';
+export const RETAINED_SOURCE_COLUMNS = `source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor,
+  (SELECT a.filename FROM attachments a WHERE a.partition = sources.partition AND a.sha256 = sources.sha256 AND a.state = 'completed'
+     AND sources.created_at IN (a.created_at, a.completed_at) LIMIT 1) AS attached_name`;
 
 /** What of an existing source is gone from the vault, to put back when its bytes are given again. */
 export interface SourcePutBack {
