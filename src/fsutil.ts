@@ -92,6 +92,31 @@ export function isFile(p: string): boolean {
   try { return statSync(p).isFile(); } catch { return false; }
 }
 
+/** Whether anything is at `abs` (not following a link); a file where a folder should be is the writer's check to report. */
+export function onDiskAt(abs: string): boolean {
+  try {
+    return lstatSync(abs, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether the vault's `rel` is a regular file (reached through no symbolic
+ * link: vaultEntry) holding exactly the bytes of `sha256` and `size`; read
+ * only when the size matches.
+ */
+export function vaultFileHolds(vault: string, rel: string, sha256: string, size: number): boolean {
+  try {
+    const st = lstatSync(join(vault, rel), { throwIfNoEntry: false });
+    if (!st?.isFile() || st.size !== size) return false;
+    const there = vaultEntry(vault, rel);
+    return there.kind === 'file' && there.sha256 === sha256;
+  } catch {
+    return false;
+  }
+}
+
 /** What a path of the vault holds now (vaultEntry). */
 export type VaultEntry = { kind: 'none' } | { kind: 'file'; sha256: string | null } | { kind: 'other'; what: string };
 

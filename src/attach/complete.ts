@@ -26,9 +26,9 @@ import { dirname, join, posix } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
-import { atomicWrite, fsyncDir, mkdirDurable, requireWritable } from '../fsutil.js';
+import { atomicWrite, fsyncDir, mkdirDurable, requireWritable, vaultFileHolds } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, holdsBytes, sourcePutBack, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, type RetainedSource } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, sourcePutBack, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, type RetainedSource } from '../evidence/source.js';
 import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
@@ -124,9 +124,9 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   // a file that already holds exactly what this request writes there loses nothing when replaced (what an attempt of
   // this request cut short installed, say, which for an empty upload cannot be told otherwise).
   if (!existing && !installed && !installedByAnother(store, row)) {
-    const holds = (rel: string, bytes: Buffer) => holdsBytes(join(store.paths.vault, rel), sha256Hex(bytes), bytes.length);
+    const holds = (rel: string, bytes: Buffer) => vaultFileHolds(store.paths.vault, rel, sha256Hex(bytes), bytes.length);
     const occupied = [
-      ...(holdsBytes(target, row.sha256, row.size) ? [] : [path]),
+      ...(vaultFileHolds(store.paths.vault, path, row.sha256, row.size) ? [] : [path]),
       ...(holds(descriptorPath, descriptor) ? [] : [descriptorPath]),
       ...(gitignore === null || holds(`${dir}/.gitignore`, gitignore) ? [] : [`${dir}/.gitignore`]),
     ];
@@ -169,7 +169,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
     // A verified copy left over (the partial file, or this request's own install under another name; for an empty
     // upload, that install is an empty file at its own path).
     if (existsSync(from) && from !== kept) removeDurably(from);
-    if (target !== kept && existsSync(target) && holdsBytes(target, row.sha256, row.size)) removeDurably(target);
+    if (target !== kept && vaultFileHolds(store.paths.vault, path, row.sha256, row.size)) removeDurably(target);
     return done;
   }
 

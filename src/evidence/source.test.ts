@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { createHash } from 'node:crypto';
-import { descriptorBytesOf, holdsBytes, type RetainedSource } from './source.js';
+import { descriptorBytesOf, type RetainedSource } from './source.js';
+import { vaultFileHolds } from '../fsutil.js';
 
 describe('a source\'s files, put back', () => {
   const row: RetainedSource = {
@@ -29,7 +30,7 @@ describe('a source\'s files, put back', () => {
     expect(YAML.parse(descriptorBytesOf({ ...row, attached_name: 'My Notes.TXT' }).toString())).toMatchObject({ original_name: 'My Notes.TXT' });
   });
 
-  it('holdsBytes: the same bytes only, never through a symbolic link', () => {
+  it('vaultFileHolds: the same bytes only, never through a symbolic link', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kn-src-'));
     try {
       const bytes = Buffer.from('exact bytes\n');
@@ -37,11 +38,11 @@ describe('a source\'s files, put back', () => {
       writeFileSync(join(dir, 'a'), bytes);
       writeFileSync(join(dir, 'b'), 'other bytes\n'); // same size, other bytes
       symlinkSync(join(dir, 'a'), join(dir, 'link'));
-      expect(holdsBytes(join(dir, 'a'), sha, bytes.length)).toBe(true);
-      expect(holdsBytes(join(dir, 'b'), sha, bytes.length)).toBe(false);
-      expect(holdsBytes(join(dir, 'a'), sha, bytes.length + 1)).toBe(false);
-      expect(holdsBytes(join(dir, 'link'), sha, bytes.length)).toBe(false);
-      expect(holdsBytes(join(dir, 'missing'), sha, bytes.length)).toBe(false);
+      expect(vaultFileHolds(dir, 'a', sha, bytes.length)).toBe(true);
+      expect(vaultFileHolds(dir, 'b', sha, bytes.length)).toBe(false);
+      expect(vaultFileHolds(dir, 'a', sha, bytes.length + 1)).toBe(false);
+      expect(vaultFileHolds(dir, 'link', sha, bytes.length)).toBe(false);
+      expect(vaultFileHolds(dir, 'missing', sha, bytes.length)).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -3,9 +3,8 @@
  * YAML descriptor (source id, retained path, SHA-256, size, media type,
  * attribution). Same bytes in a partition -> the same source.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
-import { createHash } from 'node:crypto';
 import { join, posix } from 'node:path';
+import { onDiskAt, vaultFileHolds } from '../fsutil.js';
 import { yaml } from '../yaml-lazy.js';
 import { slugForTitle } from '../records/filename.js';
 import { KnowledgeError } from '../errors.js';
@@ -65,15 +64,6 @@ export function sourcePaths(partitionDir: string, sourceId: string, fileName: st
  */
 export const EXCLUDED_GITIGNORE = '# Knowledge: this retained original stays out of automatic history [GIT-9]\n*\n!.gitignore\n';
 
-/** Whether anything is at `abs` (not following a link); a file where a folder should be is the writer's check to report. */
-export function onDiskAt(abs: string): boolean {
-  try {
-    return lstatSync(abs, { throwIfNoEntry: false }) !== undefined;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * A new source's paths (original, descriptor, the .gitignore of one kept out
  * of history) that already hold something, when the partition has no such
@@ -122,34 +112,6 @@ export function descriptorBytesOf(row: RetainedSource): Buffer {
   }), 'utf8');
 }
 
-/**
- * Whether the file at `abs` (not through a symbolic link) holds exactly the
- * bytes of `sha256` and `size`: read only when the size matches, streamed.
- */
-export function holdsBytes(abs: string, sha256: string, size: number): boolean {
-  let fd: number;
-  try {
-    fd = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return false;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size !== size) return false;
-    const h = createHash('sha256');
-    const buf = Buffer.allocUnsafe(Math.min(size, 1024 * 1024) || 1);
-    for (let pos = 0; ;) {
-      const n = readSync(fd, buf, 0, buf.length, pos);
-      if (n === 0) break;
-      h.update(buf.subarray(0, n));
-      pos += n;
-    }
-    return h.digest('hex') === sha256;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** The refusal for a source whose original no longer holds its bytes: the user's file is theirs to move, never replaced. */
 function changedOriginal(what: string, path: string, sourceId: string, then: string): KnowledgeError {
   return new KnowledgeError('E_CONFLICT', `${what}: ${path} no longer holds the bytes of source ${sourceId} (edited or replaced by hand?); move it away, then ${then}: the same bytes given again put the original back`);
@@ -183,7 +145,7 @@ export function sourcePutBack(vault: string, existing: RetainedSource, what: str
     out.original = true;
     const ignore = `${posix.dirname(existing.path)}/.gitignore`;
     if (existing.in_history === 0 && !onDiskAt(join(vault, ignore))) out.gitignore = ignore;
-  } else if (!holdsBytes(join(vault, existing.path), existing.sha256, existing.size)) {
+  } else if (!vaultFileHolds(vault, existing.path, existing.sha256, existing.size)) {
     throw changedOriginal(what, existing.path, existing.source_id, then);
   }
   if (!onDiskAt(join(vault, existing.descriptor_path))) out.descriptor = descriptorBytesOf(existing);

@@ -11,10 +11,10 @@ import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
 import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft } from '../records/record.js';
 import { recordPath, isSafeRelativePath } from '../records/filename.js';
-import { requireWritable } from '../fsutil.js';
+import { onDiskAt, requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory, normalizeMediaType } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, onDiskAt, sourcePutBack, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, refuseOccupiedSourcePaths, type RetainedSource } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, sourcePutBack, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, refuseOccupiedSourcePaths, type RetainedSource } from '../evidence/source.js';
 import { CHECKED_SOURCE_MAX_BYTES, citableText, citationProblem } from '../evidence/citation.js';
 import type { Plan, PlannedFile, PlannedRecord, PlannedSource, PublishRequest } from './types.js';
 
