@@ -19,6 +19,7 @@ import { acceptedGitState, batchGitState, drainAccepted, drainSettled, takeAfter
 import { closeLongLived } from './git/long-lived.js';
 import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
+import type { DB } from './store/db.js';
 import { crashPoint } from './faults.js';
 import { canAccessPartition, readablePartitions, requireNotSandboxed, type Caller } from './access.js';
 import { parseListQuery, parseLookupKey, parseSearchQuery, isFullCommitId } from './read/query.js';
@@ -506,20 +507,26 @@ export class KnowledgeService {
       id: r.publication_id,
       createdAt: r.created_at,
       actor: r.actor,
-      git: r.status === 'acknowledged'
-        ? batchGitState(this.store.db, r.batch_id)
-        : r.status === 'abandoned'
-          // Its install was refused (a file it would write changed on disk after it was journaled): no retry applies it.
-          ? { state: 'pending' as const, code: 'abandoned' as const, reason: `abandoned, never acknowledged, so never checkpointed: ${r.failure ?? 'its install was refused'}; files it installed before that stay on disk (a scan records them as outside edits), its bytes are kept in state.sqlite, and a retry cannot apply it: publish it again (with a new request id)` }
-          : r.status === 'journaled' && !r.failure
-            // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
-            ? { state: 'pending' as const, code: 'waiting' as const, reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` }
-            : { state: 'pending' as const, code: 'git-error' as const, reason: r.failure ?? `publication is ${r.status}` },
+      git: publicationGitState(this.store.db, r),
       detail: { partition: r.partition, status: r.status },
     })).concat(attachmentActivity(this.store.db, upTo), scanActivity(this.store.db, upTo))
       .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
       .slice(offset, upTo);
   }
+}
+
+/** A publication's Git state in Activity, whatever became of it. */
+function publicationGitState(db: DB, r: { publication_id: string; batch_id: number | null; status: string; failure: string | null }): GitState {
+  if (r.status === 'acknowledged') return batchGitState(db, r.batch_id);
+  // Its install was refused (a file it would write changed on disk after it was journaled): no retry applies it.
+  if (r.status === 'abandoned') {
+    return { state: 'pending', code: 'abandoned', reason: `abandoned, never acknowledged, so never checkpointed: ${r.failure ?? 'its install was refused'}; files it installed before that stay on disk (a scan records them as outside edits), its bytes are kept in state.sqlite, and a retry cannot apply it: publish it again (with a new request id)` };
+  }
+  // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
+  if (r.status === 'journaled' && !r.failure) {
+    return { state: 'pending', code: 'waiting', reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` };
+  }
+  return { state: 'pending', code: 'git-error', reason: r.failure ?? `publication is ${r.status}` };
 }
 
 /** `dev:ino` of a file (which file it is, not what it holds), or null when it cannot be looked at. */
