@@ -127,6 +127,33 @@ try {
   const lt = [];
   for (let k = 0; k < SAMPLES / 5; k++) lt.push(time(() => svc.listRecords(OP, { tag: TAGS[k % TAGS.length], limit: 100 }))[0]);
   report('listRecords (tag filter)', lt);
+  // The last pages of the inventory, by offset (a position: the index is
+  // counted up to it) and by cursor (the index seeks to it), side by side at
+  // the same places.
+  for (const [label, filter] of [['', {}], [', tag filter', { tag: TAGS[0] }]]) {
+    const total = svc.listRecords(OP, { ...filter, limit: 1 }).total;
+    const places = Array.from({ length: SAMPLES / 10 }, () => Math.max(1, total - 100 - Math.floor(rand() * 100)));
+    const cursors = places.map((p) => svc.listRecords(OP, { ...filter, limit: 1, offset: p - 1 }).nextCursor);
+    const byOffset = [];
+    const byCursor = [];
+    const pages = places.map((p) => {
+      const [t, a] = time(() => svc.listRecords(OP, { ...filter, limit: 100, offset: p }));
+      byOffset.push(t);
+      return a.records.map((r) => r.id).join();
+    });
+    const offsetCpu = cpuSamples;
+    cpuSamples = [];
+    cursors.forEach((cursor, k) => {
+      const [t, b] = time(() => svc.listRecords(OP, { ...filter, limit: 100, cursor }));
+      if (b.records.map((r) => r.id).join() !== pages[k]) throw new Error('offset and cursor pages differ');
+      byCursor.push(t);
+    });
+    const cursorCpu = cpuSamples;
+    cpuSamples = offsetCpu;
+    report(`listRecords (100, last pages by offset${label})`, byOffset);
+    cpuSamples = cursorCpu;
+    report(`listRecords (100, last pages by cursor${label})`, byCursor, `  (p50 ratio cursor/offset ${(pct(byCursor, 50) / pct(byOffset, 50)).toFixed(2)})`);
+  }
   svc.close();
 } finally {
   if (dir) {

@@ -105,6 +105,19 @@ describe('[READ-1] records, lookup and search over HTTP', () => {
     expect((await json(app.request('/api/records?type=no-such-type'))).body.total).toBe(0);
     const chat = await json(app.request('/api/records?partition=conversation%3Achat1'));
     expect((chat.body.records as Array<{ id: string }>).map((r) => r.id)).toEqual(['rec-chat']);
+    // A cursor walk: nextCursor as cursor until it is null, every record once.
+    const walked: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await json(app.request(`/api/records?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`));
+      expect(page.status).toBe(200);
+      walked.push(...(page.body.records as Array<{ id: string }>).map((r) => r.id));
+      cursor = page.body.nextCursor as string | null;
+    } while (cursor !== null);
+    expect(walked).toEqual((all.body.records as Array<{ id: string }>).map((r) => r.id));
+    const badCursor = await json(app.request('/api/records?cursor=nope'));
+    expect(badCursor.status).toBe(400);
+    expect(badCursor.body).toMatchObject({ error: { code: 'E_VALIDATION' } });
 
     const claim = await json(app.request('/api/records/rec-claim'));
     expect(claim.status).toBe(200);

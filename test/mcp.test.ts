@@ -367,6 +367,16 @@ describe('knowledge_records, knowledge_lookup, knowledge_grep: paging and outcom
       offset = page.nextOffset;
     }
     expect(seen.sort()).toEqual(['Chat D', 'Chat E', 'Private A', 'Private B', 'Private C']);
+    const walked: string[] = [];
+    let cursor: string | null | undefined;
+    do {
+      const page: { records: Array<{ title: string }>; nextOffset: number | null; nextCursor: string | null } = await s.ok('knowledge_records', { limit: 2, ...(cursor ? { cursor } : {}) });
+      if (cursor) expect(page.nextOffset).toBeNull();
+      walked.push(...page.records.map((r) => r.title));
+      cursor = page.nextCursor;
+    } while (cursor !== null);
+    expect(walked.sort()).toEqual(['Chat D', 'Chat E', 'Private A', 'Private B', 'Private C']);
+    expect((await s.fail('knowledge_records', { cursor: 'nope' })).code).toBe('E_VALIDATION');
     expect((await s.ok('knowledge_records', { audience: 'conversation' })).total).toBe(2);
     expect((await s.ok('knowledge_records', { audience: 'owner-private', kind: 'claim' })).total).toBe(0);
     expect((await s.fail('knowledge_records', { limit: 501 })).code).toBe('E_VALIDATION');

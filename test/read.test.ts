@@ -1128,4 +1128,29 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     expect(cli(sb, ['search', '--store', 'st', '--offset', '5', 'needle']).stdout).toBe('nothing this far: 1 in all, and --offset 5 skips them all\n');
     expect(cli(sb, ['list', '--store', 'st']).stdout).toMatch(/\n1-1 of 1\n$/);
   });
+
+  it('list walks by --cursor: nextCursor in JSON, the next flag in text, E_VALIDATION for a bad one or one beside --offset', () => {
+    const published = publish(['a', 'b', 'c'].map((x) => ({ id: `rec-${x}`, title: `Walk ${x}` })));
+    const run = (args: string[]) => cli(sb, ['list', '--store', 'st', ...args]);
+    const first = JSON.parse(run(['--limit', '2', '--json']).stdout);
+    expect(first).toMatchObject({ total: 3, nextOffset: 2, records: [{ id: 'rec-a' }, { id: 'rec-b' }] });
+    expect(typeof first.nextCursor).toBe('string');
+    // Deleting a record already listed does not shift the walk (an offset would skip rec-c now).
+    rmSync(join(sb.dir, 'st', 'vault', published.records.find((r) => r.id === 'rec-a')!.path));
+    expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+    expect(JSON.parse(run(['--limit', '2', '--offset', '2', '--json']).stdout).records).toEqual([]);
+    const second = JSON.parse(run(['--limit', '2', '--cursor', first.nextCursor, '--json']).stdout);
+    expect(second).toMatchObject({ total: 2, nextOffset: null, nextCursor: null, records: [{ id: 'rec-c' }] });
+    const text = run(['--limit', '1', '--cursor', first.nextCursor]).stdout;
+    expect(text).toMatch(/\n1 after the cursor, of 2\n$/);
+    const more = run(['--limit', '1']).stdout;
+    expect(more).toMatch(/\n1-1 of 2 {2}\(next: --offset 1\)\n$/);
+    const both = run(['--cursor', first.nextCursor, '--offset', '1']);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/^E_VALIDATION: give cursor or offset, not both/);
+    const bad = run(['--cursor', 'nonsense']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^E_VALIDATION: cursor must be the nextCursor of an earlier list page/);
+    expect(cli(sb, ['search', '--store', 'st', '--cursor', first.nextCursor, 'walk']).code).toBe(2);
+  });
 });

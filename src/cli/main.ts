@@ -37,7 +37,7 @@ const USAGE = `usage:
   knowledge show    --store DIR RECORD_ID [--json]
   knowledge lookup  --store DIR ID|TITLE|ALIAS [--json]
   knowledge search  --store DIR [--mode all|any|phrase] [--kind K] [--tag T] [--lifecycle L] [--after DATE] [--before DATE] [--limit N] [--offset N] WORDS... [--json]
-  knowledge list    --store DIR [--partition ID] [--kind K] [--type T] [--tag T] [--lifecycle L] [--limit N] [--offset N] [--json]
+  knowledge list    --store DIR [--partition ID] [--kind K] [--type T] [--tag T] [--lifecycle L] [--limit N] [--offset N | --cursor C] [--json]
   knowledge serve   --store DIR [--host 127.0.0.1] [--port 8484] [--token T] [--json]
   knowledge mcp     --store DIR --agent ID [--session ID] [--sandboxed] [--root DIR]
   knowledge demo [DIR] [--port N]
@@ -396,7 +396,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { values, positionals } = parse(rest, {
           mode: { type: 'string' }, kind: { type: 'string' }, tag: { type: 'string' }, lifecycle: { type: 'string' },
           after: { type: 'string' }, before: { type: 'string' }, limit: { type: 'string' }, offset: { type: 'string' }, partition: { type: 'string' },
-          type: { type: 'string' },
+          type: { type: 'string' }, cursor: { type: 'string' },
         });
         const dir = storeDir(values, env);
         const { renderList, renderSearch } = await import('./render-read.js');
@@ -404,7 +404,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const offset = Number(values.offset ?? 0);
         if (command === 'search') {
           if (positionals.length === 0) throw new UsageError('search needs WORDS');
-          if (values.partition !== undefined || values.type !== undefined) throw new UsageError('search has no --partition or --type');
+          if (values.partition !== undefined || values.type !== undefined || values.cursor !== undefined) throw new UsageError('search has no --partition, --type or --cursor');
           const { instantOption } = await import('../read/query.js');
           const q = {
             ...common, query: positionals.join(' '), mode: values.mode,
@@ -415,10 +415,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           return 0;
         }
         if (positionals.length !== 0 || values.mode !== undefined || values.after !== undefined || values.before !== undefined) {
-          throw new UsageError('list takes only --partition, --kind, --type, --tag, --lifecycle, --limit and --offset');
+          throw new UsageError('list takes only --partition, --kind, --type, --tag, --lifecycle, --limit, --offset and --cursor');
         }
-        const result = await withService(out, dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, { ...common, partition: values.partition, type: values.type } as never));
-        emit(Boolean(values.json), result, renderList(result, offset));
+        const listed = { ...common, partition: values.partition, type: values.type, cursor: values.cursor };
+        const result = await withService(out, dir, false, 'knowledge list', env, (s) => s.listRecords(OPERATOR, listed as never));
+        emit(Boolean(values.json), result, renderList(result, values.cursor !== undefined ? 'cursor' : offset));
         return 0;
       }
       case 'serve': {

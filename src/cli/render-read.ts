@@ -85,10 +85,16 @@ export function renderSearch(s: SearchResult, offset: number): string {
   return lines.join('\n') + '\n' + page(s.results.length, s.total, offset, s.nextOffset);
 }
 
-export function renderList(l: ListResult, offset: number): string {
+/** `from`: the page's offset, or 'cursor' when it was asked for by --cursor (its position is not counted). */
+export function renderList(l: ListResult, from: number | 'cursor'): string {
   if (l.total === 0) return 'no records\n';
-  if (l.records.length === 0) return pastTheEnd(l.total, offset);
-  return l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, offset, l.nextOffset);
+  if (from === 'cursor') {
+    if (l.records.length === 0) return `nothing after this cursor: ${l.total} in all\n`;
+    return l.records.map(summaryLine).join('\n') + '\n' +
+      `${l.records.length} after the cursor, of ${l.total}${l.nextCursor !== null ? `  (next: --cursor ${l.nextCursor})` : ''}\n`;
+  }
+  if (l.records.length === 0) return pastTheEnd(l.total, from);
+  return l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, from, l.nextOffset);
 }
 
 export function renderLookup(l: LookupResult): string {

@@ -200,7 +200,7 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
 
   // --- Reading [READ-1][READ-2] -------------------------------------------------
   app.get('/api/records', (c) => {
-    const p = readParams(c.req.url, ['partition', 'kind', 'type', 'tag', 'lifecycle', 'limit', 'offset']);
+    const p = readParams(c.req.url, ['partition', 'kind', 'type', 'tag', 'lifecycle', 'limit', 'offset', 'cursor']);
     return c.json(svc.listRecords(OPERATOR, p as never));
   });
 

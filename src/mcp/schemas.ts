@@ -218,6 +218,7 @@ export const recordsInput = z
     lifecycle: lifecycleFilter,
     limit: z.number().int().min(LIST_LIMIT.min).max(LIST_LIMIT.max).optional().describe(`Records per page, ${LIST_LIMIT.min}-${LIST_LIMIT.max} (default ${LIST_LIMIT.default}).`),
     offset,
+    cursor: z.string().min(1).max(1024).optional().describe('Start after this place: pass the previous answer\'s nextCursor (not with offset).'),
   })
   .strict();
 

@@ -188,13 +188,13 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'knowledge_records',
     title: 'List all records',
     description:
-      'The exhaustive inventory of records you can read, newest update first, in pages (default 100, at most 500): pass nextOffset as offset until it is null. Offsets are positions in that order: a record updated meanwhile moves to the front, so a walk during others\' writes can miss one or show one twice. Filter by audience, kind, tag or lifecycle.',
+      'The exhaustive inventory of records you can read, newest update first, in pages (default 100, at most 500): pass nextCursor as cursor until it is null. A cursor walk lists each record that stays unchanged throughout it exactly once, whatever others add, update or delete meanwhile; a record updated during the walk moves to the front, before the cursor, so its new version may be missing (walk again for it). Offsets (nextOffset) are positions instead: others\' writes during an offset walk can skip a record or show one twice. Filter by audience, kind, tag or lifecycle.',
     input: recordsInput,
     annotations: READ,
     async run(ctx, args) {
       const partition = readPartition(ctx.caller, args.audience);
       return ctx.withService('read', (svc) =>
-        svc.listRecords(ctx.caller, { partition, kind: args.kind, tag: args.tag, lifecycle: args.lifecycle, limit: args.limit, offset: args.offset }));
+        svc.listRecords(ctx.caller, { partition, kind: args.kind, tag: args.tag, lifecycle: args.lifecycle, limit: args.limit, offset: args.offset, cursor: args.cursor }));
     },
   }),
   define({

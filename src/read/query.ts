@@ -277,6 +277,39 @@ export interface ParsedList {
   lifecycle?: Lifecycle;
   limit: number;
   offset: number;
+  /** The position after which the page starts (a decoded `cursor`). */
+  after?: ListPosition;
+}
+
+/** A place in the inventory order: a record's updated_at as the order compares it, and its id. */
+export interface ListPosition {
+  updatedKey: string;
+  id: string;
+}
+
+/** A list cursor is this many characters at most (an id is at most a few hundred). */
+const MAX_CURSOR_LENGTH = 1024;
+const UPDATED_KEY_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** The opaque cursor naming `p`: base64url of a small JSON array. */
+export function encodeListCursor(p: ListPosition): string {
+  return Buffer.from(JSON.stringify([p.updatedKey, p.id]), 'utf8').toString('base64url');
+}
+
+function decodeListCursor(cursor: unknown): ListPosition {
+  if (typeof cursor !== 'string' || cursor === '' || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) {
+    bad('cursor must be the nextCursor of an earlier list page');
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    bad('cursor must be the nextCursor of an earlier list page');
+  }
+  if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || !UPDATED_KEY_RE.test(v[0]) || typeof v[1] !== 'string' || v[1] === '') {
+    bad('cursor must be the nextCursor of an earlier list page');
+  }
+  return { updatedKey: v[0], id: v[1] };
 }
 
 export function parseListQuery(input: unknown): ParsedList {
@@ -296,6 +329,10 @@ export function parseListQuery(input: unknown): ParsedList {
   if (type !== undefined) out.type = type;
   const lifecycle = optLifecycle(q);
   if (lifecycle) out.lifecycle = lifecycle;
+  if (q.cursor !== undefined && q.cursor !== null) {
+    if (out.offset !== 0) bad('give cursor or offset, not both: a cursor already says where the page starts');
+    out.after = decodeListCursor(q.cursor);
+  }
   return out;
 }
 

@@ -80,5 +80,13 @@ export function whereSql(clauses: Array<Clause | null>): Clause {
   return { sql: `WHERE ${real.map((c) => `(${c.sql})`).join(' AND ')}`, params: real.flatMap((c) => c.params) };
 }
 
+/** updated_at as the inventory order compares it (never null: every stored updated_at is a valid UTC timestamp). */
+export const UPDATED_KEY = "strftime('%Y-%m-%dT%H:%M:%fZ', r.updated_at)";
+
 /** The inventory order (matches the records_updated index of migration 003). */
-export const UPDATED_ORDER = "strftime('%Y-%m-%dT%H:%M:%fZ', r.updated_at) DESC, r.id";
+export const UPDATED_ORDER = `${UPDATED_KEY} DESC, r.id`;
+
+/** The records after `p` in UPDATED_ORDER (its first term lets the records_updated index seek there). */
+export function afterClause(p: { updatedKey: string; id: string }): Clause {
+  return { sql: `${UPDATED_KEY} <= ? AND (${UPDATED_KEY} < ? OR r.id > ?)`, params: [p.updatedKey, p.updatedKey, p.id] };
+}

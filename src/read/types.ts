@@ -89,13 +89,22 @@ export interface ListQuery {
   /** 1..500, default 100. */
   limit?: number;
   offset?: number;
+  /**
+   * Where the page starts: a previous page's `nextCursor` (opaque). The page
+   * holds the records after that one in the inventory order, whatever was
+   * added, updated or deleted meanwhile. Not with a non-zero `offset`.
+   */
+  cursor?: string;
 }
 
 export interface ListResult {
   /** Stable order: updated_at descending, then id. */
   records: RecordSummary[];
   total: number;
+  /** Offset of the next page, or null on the last page; always null when the page was asked for by `cursor`. */
   nextOffset: number | null;
+  /** Where the next page starts (pass it as `cursor`), or null on the last page. */
+  nextCursor: string | null;
 }
 
 /**
