@@ -22,13 +22,22 @@ export type CrashPoint =
   // Scans [SCAN-3]
   | 'scan-mid-stage'
   | 'scan-after-enqueue'
+  // A checkpoint waiting, index.lock held, for a git command that wrote the index to move HEAD [GIT-10] (pause only)
+  | 'index-settle'
   // Creating a store [LAY-1, LAY-3]
   | 'init-before-manifest';
 
 export function crashPoint(name: CrashPoint): void {
   if (process.env.KNOWLEDGE_CRASH_AT === name) process.kill(process.pid, 'SIGKILL');
-  // KNOWLEDGE_PAUSE_AT=point:ms stops the process there for a while instead: a window in which a test acts as
-  // another program would (edits a file the process has just installed, say).
+  // KNOWLEDGE_PAUSE_AT=point:ms[,point:ms…] stops the process there for a while instead: a window in which a test
+  // acts as another program would (edits a file the process has just installed, say). A line on stderr says when
+  // the pause begins, so the test acts inside the window rather than guessing when it opens.
   const pause = process.env.KNOWLEDGE_PAUSE_AT;
-  if (pause !== undefined && pause.startsWith(`${name}:`)) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Number(pause.slice(name.length + 1)));
+  if (pause === undefined) return;
+  for (const spec of pause.split(',')) {
+    if (!spec.startsWith(`${name}:`)) continue;
+    const ms = Number(spec.slice(name.length + 1));
+    process.stderr.write(`knowledge: paused at ${name} for ${ms} ms\n`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  }
 }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
@@ -99,4 +99,106 @@ describe('[GIT-5] the user\'s own commits racing with publications', () => {
     // Log what the race produced: how many user commits and how each publication first came back.
     console.log(`concurrency: ${userOk.length} user commits; first receipts: ${states.join(', ')}`);
   }, 180_000);
+});
+
+/**
+ * [GIT-10] `git checkout` writes the new branch's index, releases index.lock,
+ * and only then moves HEAD. A checkpoint that takes index.lock in that gap
+ * must not move the old branch and then stage its files in the new branch's
+ * index. The gap is reproduced with pauses: the "checkout" is its two halves
+ * by hand (`read-tree -m -u` writes the index and the files; `symbolic-ref`
+ * moves HEAD), each made while the publication is paused at a known point.
+ */
+describe('[GIT-10] a branch switch racing a checkpoint', () => {
+  function publishPaused(file: string, pauses: string) {
+    const child = spawn(process.execPath, [cliPath, 'publish', '--store', 'st', '--json', file], {
+      cwd: sb.dir, env: { ...sb.env, KNOWLEDGE_PAUSE_AT: pauses }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (b) => (stdout += b));
+    const waiters: Array<{ point: string; done: (seen: boolean) => void }> = [];
+    child.stderr!.on('data', (b) => {
+      stderr += b;
+      for (const w of waiters.splice(0)) {
+        if (stderr.includes(`paused at ${w.point} `)) w.done(true);
+        else waiters.push(w);
+      }
+    });
+    const exited = new Promise<number | null>((done) => child.on('close', done));
+    /** Resolves true once the process pauses at `point`, false if it exits (or 8 s pass) first. */
+    const pausedAt = (point: string) => new Promise<boolean>((done) => {
+      if (stderr.includes(`paused at ${point} `)) return done(true);
+      waiters.push({ point, done });
+      void exited.then(() => done(stderr.includes(`paused at ${point} `)));
+      setTimeout(() => done(false), 8000);
+    });
+    return { pausedAt, exited, out: () => stdout, err: () => stderr };
+  }
+
+  function setUp(): void {
+    writeFileSync(join(sb.dir, 'a.md'), '---\nkind: page\ntitle: Alpha\n---\none\n');
+    expect(JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'a.md']).stdout).git.state).toBe('committed');
+    // The user's branch, one commit of their own ahead of main.
+    userGit(sb, vault, ['checkout', '-q', '-b', 'other']);
+    writeFileSync(join(vault, 'theirs.txt'), 'the user\'s file\n');
+    userGit(sb, vault, ['add', 'theirs.txt']);
+    userGit(sb, vault, ['commit', '-q', '-m', 'theirs']);
+    userGit(sb, vault, ['checkout', '-q', 'main']);
+    writeFileSync(join(sb.dir, 'g.md'), '---\nkind: page\ntitle: Gamma\n---\nthree\n');
+  }
+
+  it('the checkout\'s index written during the build, HEAD moved while the checkpoint waits: committed on the branch checked out, nothing staged', async () => {
+    setUp();
+    const mainBefore = userGit(sb, vault, ['rev-parse', 'main']).trim();
+    const p = publishPaused('g.md', 'after-commit-object:1500,index-settle:1500');
+    expect(await p.pausedAt('after-commit-object'), p.err()).toBe(true);
+    // The checkout's first half: the other branch's index and files.
+    userGit(sb, vault, ['read-tree', '-m', '-u', 'main', 'other']);
+    // Its second half, once the checkpoint holds index.lock (or, on a build that does not wait, a moment later).
+    await p.pausedAt('index-settle');
+    userGit(sb, vault, ['symbolic-ref', 'HEAD', 'refs/heads/other']);
+    expect(await p.exited, p.err()).toBe(0);
+    const receipt = JSON.parse(p.out()) as { publicationId: string; git: { state: string; commit?: string } };
+    expect(receipt.git.state).toBe('committed');
+    // Built again on the branch HEAD names now; main is where it was.
+    expect(userGit(sb, vault, ['rev-parse', 'main']).trim()).toBe(mainBefore);
+    expect(userGit(sb, vault, ['rev-parse', 'other']).trim()).toBe(receipt.git.commit);
+    expect(userGit(sb, vault, ['log', '--format=%s', '-2', 'other']).trim().split('\n')[1]).toBe('theirs');
+    // The user's index and work tree describe other + the publication: nothing staged, nothing missing.
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
+  });
+
+  it('HEAD moved to another branch after the branch moved (a checkout -b that keeps the index): the index is left to that branch', async () => {
+    setUp();
+    userGit(sb, vault, ['branch', 'side']);
+    const p = publishPaused('g.md', 'after-update-ref:1500');
+    expect(await p.pausedAt('after-update-ref'), p.err()).toBe(true);
+    // `git checkout -b`'s effect: HEAD names a new branch at the same commit; the index stays.
+    userGit(sb, vault, ['symbolic-ref', 'HEAD', 'refs/heads/side']);
+    expect(await p.exited, p.err()).toBe(0);
+    const receipt = JSON.parse(p.out()) as { records: Array<{ path: string }>; git: { state: string; commit?: string } };
+    expect(receipt.git).toMatchObject({ state: 'committed', commit: userGit(sb, vault, ['rev-parse', 'main']).trim() });
+    // side does not have the publication, so its index must not stage it.
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
+    expect(userGit(sb, vault, ['ls-files', '--', receipt.records[0]!.path])).toBe('');
+    expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(false);
+  });
+
+  it('an index update owed from a cut-short checkpoint is not made into another branch\'s index', () => {
+    setUp();
+    // Killed after the branch moved and the commit was recorded, before the index update (its lock is left).
+    const killed = cli(sb, ['publish', '--store', 'st', '--json', 'g.md'], { env: { KNOWLEDGE_CRASH_AT: 'after-record-commit' } });
+    expect(killed.code).not.toBe(0);
+    expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(true);
+    // The user clears the lock by hand and checks out their branch, which lacks the publication.
+    expect(userGitRaw(sb, vault, ['checkout', '-q', 'other']).stderr).toMatch(/index\.lock/);
+    rmSync(join(vault, '.git', 'index.lock'));
+    userGit(sb, vault, ['checkout', '-q', '-f', 'other']);
+    // Any later write or scan finishes owed index updates; this one must leave other's index alone.
+    const scan = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(scan.code, scan.stderr).toBe(0);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
+    expect(userGit(sb, vault, ['ls-files', 'private'])).not.toMatch(/gamma/);
+  });
 });

@@ -181,6 +181,9 @@ export async function commitChain(
   const env = vaultEnv(vault);
   const tip = repo.head;
   const fmt = repo.objectFormat;
+  // The index as this checkpoint found it: written again by the time the branch is to move, it was a user's git
+  // command, perhaps a checkout about to move HEAD (settleIndex).
+  const indexAtStart = await indexIdentity(repo.gitDir);
 
   // Reads made before the repository existed (or while it had no commit) are redone now.
   const { unmerged, found, tipTree } = reads && (tip !== null || reads.headless)
@@ -326,7 +329,8 @@ export async function commitChain(
   const gitDir = repo.gitDir;
   // HEAD and the operation files may have changed while the chain was built; with
   // the lock held they no longer can. Nothing moved yet, so the lock simply goes.
-  const changed = await recheckBeforeMove(runner, repo).catch((err: Error) => ({ code: 'git-error' as const, reason: err.message }));
+  const recheck = () => recheckBeforeMove(runner, repo).catch((err: Error) => ({ code: 'git-error' as const, reason: err.message }));
+  const changed = (await recheck()) ?? (await settleIndex(repo.gitDir, indexAtStart, recheck));
   // A lock taken over may cover an index still behind the branch: it stays held then (abandon).
   const letGo = () => (held.lock.tookOver ? held.lock.abandon() : held.lock.release());
   if (changed) {
@@ -373,6 +377,13 @@ export async function commitChain(
       // An earlier index update of this drain failed: the index is behind this move too.
       await held.lock.abandon();
       return skippedIndex();
+    }
+    // HEAD moved to another branch since the branch moved (a `git checkout -b` that keeps the index, or a checkout
+    // whose index write settleIndex did not see): the index is that branch's now, and these commits are not on it.
+    const away = await recheckBeforeMove(runner, repo).catch(() => null);
+    if (away && (away.code === 'branch-moved' || away.code === 'detached-head')) {
+      await held.lock.release();
+      return leftToOtherBranch(job.paths.length);
     }
     const out = await indexJobUnder(held.lock, runner, vault, job);
     // Our update wrote stage-0 entries for unconflicted paths only: an index
@@ -490,7 +501,19 @@ export async function runIndexJobLocked(runner: GitRunner, vault: string, gitDir
   if (job.paths.length === 0) return runIndexJob(runner, vault, job);
   const held = await holdIndexLock(gitDir);
   if (!held.ok) return { ok: false, code: held.code, reason: held.reason };
+  // An update owed from an earlier checkpoint, made later: if HEAD has since moved to history without those
+  // commits (another branch checked out), the index is that history's, and it is left alone [GIT-10].
+  if (job.base && !(await headContains(runner, vault, job.base))) {
+    await held.lock.release();
+    return leftToOtherBranch(job.paths.length);
+  }
   return indexJobUnder(held.lock, runner, vault, job);
+}
+
+/** Whether the commit HEAD names has `commit` in its history (true when git cannot tell: the update goes ahead as before). */
+async function headContains(runner: GitRunner, vault: string, commit: string): Promise<boolean> {
+  const r = await runner.run(['merge-base', '--is-ancestor', commit, 'HEAD'], { cwd: vault, env: vaultEnv(vault) }).catch(() => null);
+  return !(r && r.code === 1 && !r.timedOut);
 }
 
 /**
@@ -519,6 +542,38 @@ async function indexJobUnder(lock: HeldIndexLock, runner: GitRunner, vault: stri
     await lock.abandon();
     return { ok: false, code: 'git-error', reason: `updating the index: ${(err as Error).message}` };
   }
+}
+
+/**
+ * How long a checkpoint holding index.lock waits for HEAD to move when the
+ * index was written during its build: `git checkout` and
+ * `git reset` write the index, release its lock, and only then move HEAD or
+ * the branch, a gap of microseconds to a few milliseconds on an idle machine.
+ */
+export const INDEX_SETTLE_MS = 150;
+
+/**
+ * [GIT-10] Called with index.lock held, after HEAD was found unchanged. If
+ * the index is not the file this checkpoint found when it started, a user's
+ * git command wrote it meanwhile (Knowledge's own index writes all finish
+ * before the next checkpoint starts: outbox.ts payOwed); a checkout
+ * or reset does so before it moves HEAD or the branch, and in that gap
+ * Knowledge would move the old branch and stage its files in the index of
+ * the new one. So wait out the gap and look again (the compare-and-swap
+ * catches a reset's branch move; this catches HEAD naming another branch):
+ * a moved HEAD makes the checkpoint build again on the branch it names.
+ * Returns what changed, or null.
+ */
+async function settleIndex<T>(gitDir: string, atStart: string | null, recheck: () => Promise<T | null>): Promise<T | null> {
+  if ((await indexIdentity(gitDir)) === atStart) return null;
+  crashPoint('index-settle');
+  await new Promise((done) => setTimeout(done, INDEX_SETTLE_MS));
+  return recheck();
+}
+
+/** The index was left alone: HEAD names another branch now, whose index it is. */
+function leftToOtherBranch(paths: number): IndexSyncOutcome {
+  return { ok: true, updated: 0, skipped: paths };
 }
 
 function skippedIndex(): IndexSyncOutcome {
