@@ -194,8 +194,12 @@ describe('[GIT-18][GIT-19] every repository problem is pending; after the fix, r
     publish();
     execFileSync('chown', ['-R', '12345:12345', join(vault, '.git')]);
     try {
+      // The user's own safe.directory is not Knowledge's: it runs git without the user's global config.
+      userGit(sb, sb.dir, ['config', '--global', '--add', 'safe.directory', '*']);
       const p = publish();
       expect(p.git).toMatchObject({ state: 'pending', code: 'dubious-ownership' });
+      // The reason says what does fix it.
+      expect((p.git as { reason?: string }).reason).toMatch(/belong to the user Knowledge runs as/);
       expect(statSync(join(vault, '.git')).uid).toBe(12345); // left as it is
     } finally {
       execFileSync('chown', ['-R', '0:0', join(vault, '.git')]);

@@ -361,7 +361,7 @@ export function classifyGitFailure(stderr: string, timedOut: boolean): { code: P
     return say('locked', 'the repository is locked by another git process (remove a stale lock yourself)');
   }
   if (s.includes('detected dubious ownership')) {
-    return say('dubious-ownership', 'git refuses a repository owned by another user (safe.directory)');
+    return say('dubious-ownership', 'git refuses a repository owned by another user (safe.directory); make the vault and its .git belong to the user Knowledge runs as');
   }
   if (s.includes('but expected') || s.includes('reference already exists') || (s.includes('cannot lock ref') && s.includes('expected'))) {
     return say('branch-moved', 'the branch moved while Knowledge was committing; retry');
