@@ -2,6 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
+import { processStartTicks } from '../src/process.js';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, type Sandbox } from './helpers.js';
 
@@ -386,5 +388,49 @@ describe('[LAY-4] one writer per store', () => {
     await new Promise((res) => holder.once('exit', res));
     const again = cli(sb, ['publish', '--store', 'st', 'a.md', '--json']);
     expect(again.code, again.stderr).toBe(0);
+  });
+
+  it('a holder is alive while its process holds an OS file lock: a crashed one under another host name (a restarted container) does not block, a live one blocks whatever its record says', async () => {
+    cli(sb, ['init', 'st']);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const forge = (host: string, pid: number, ticks: string | null) => {
+      const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+      try {
+        db.prepare(`INSERT INTO writer_lock(id, pid, start_ticks, host, command, acquired_at) VALUES (1, ?, ?, ?, 'knowledge serve', '2026-01-01T00:00:00.000Z')
+          ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, start_ticks = excluded.start_ticks, host = excluded.host`).run(pid, ticks, host);
+      } finally {
+        db.close();
+      }
+    };
+    // A Gateway killed in a container whose host name was container-a; this one is another.
+    forge('container-a', 1, null);
+    const afterCrash = cli(sb, ['publish', '--store', 'st', 'a.md', '--json']);
+    expect(afterCrash.code, afterCrash.stderr).toBe(0);
+    // A record naming a live process on this host that holds no file lock: a writer whose writer.lock was deleted
+    // under it (this test's own process stands in). It still blocks; once it is gone, it does not.
+    forge(hostname(), process.pid, processStartTicks(process.pid));
+    expect(cli(sb, ['scan', '--store', 'st']).stderr).toMatch(new RegExp(`^E_LOCKED: store is in use by pid ${process.pid} on `));
+    forge(hostname(), process.pid, '1');
+    expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+    // And a live holder blocks whatever its record is made to say.
+    const holderScript = `
+      import('${join(cliPath, '..', '..', 'dist', 'store', 'store.js')}').then((m) => {
+        m.openStore(${JSON.stringify(join(sb.dir, 'st'))}, { write: true, command: 'test-holder' });
+        process.stdout.write('held\\n');
+        setInterval(() => {}, 1000);
+      });`;
+    const holder = spawn(process.execPath, ['--input-type=module', '-e', holderScript], { env: sb.env, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise<void>((res) => holder.stdout!.once('data', () => res()));
+      forge('container-a', 1, null);
+      const blocked = cli(sb, ['scan', '--store', 'st']);
+      expect(blocked.code).toBe(1);
+      expect(blocked.stderr).toMatch(/^E_LOCKED: store is in use by /);
+    } finally {
+      holder.kill('SIGKILL');
+      await new Promise((res) => holder.once('exit', res));
+    }
+    const free = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(free.code, free.stderr).toBe(0);
   });
 });

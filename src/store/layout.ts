@@ -9,6 +9,8 @@ export interface StorePaths {
   vault: string;
   manifest: string;
   database: string;
+  /** Held (an OS file lock) by the store's writer while it lives [LAY-4]: lock.ts. Holds nothing else. */
+  writerLock: string;
   history: string; // recovery files: staging of installs, partial attachments
   staging: string;
 }
@@ -38,6 +40,7 @@ export function storePaths(root: string): StorePaths {
     vault,
     manifest: join(vault, 'vault.json'),
     database: join(root, 'state.sqlite'),
+    writerLock: join(root, 'writer.lock'),
     history,
     staging,
   };

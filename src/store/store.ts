@@ -330,9 +330,10 @@ export function openStore(dir: string, opts: OpenOptions): Store {
   };
   const { settings, registered } = settingsNow();
   let writer = false;
+  let releaseFileLock = () => {};
   if (opts.write) {
     try {
-      acquireWriterLock(db, opts.command ?? `knowledge ${process.argv.slice(2, 3).join(' ')}`.trim());
+      releaseFileLock = acquireWriterLock(db, opts.command ?? `knowledge ${process.argv.slice(2, 3).join(' ')}`.trim(), paths.writerLock);
       writer = true;
     } catch (err) {
       db.close();
@@ -360,6 +361,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
         try { releaseWriterLock(db); } catch { /* the lock of a dead pid is taken over anyway */ }
       }
       db.close();
+      releaseFileLock();
     },
   };
   return store;
