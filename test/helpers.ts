@@ -141,3 +141,38 @@ export function runUnshared(sb: Sandbox, lines: string[]): (file: string) => str
   if (r.status !== 0) throw new Error(`the namespace script failed (${r.status}): ${r.stderr}`);
   return (file) => readFileSync(join(sb.dir, file), 'utf8');
 }
+
+const isRoot = process.getuid?.() === 0;
+
+/**
+ * Permissions as a user without root's exemption see them: the CLI run as this
+ * user, or — where the tests run as root, who may read and write any folder —
+ * as `uid` (default nobody) through setpriv, after the sandbox was opened to
+ * every user (chmod -R a+rwX; tighten what the test is about afterwards).
+ * Null where that cannot be done (root without setpriv), with the reason
+ * printed for `what`, the test that then returns early.
+ */
+export function unprivilegedCli(sb: Sandbox, what: string, uid = 65534): ((args: string[], opts?: { env?: NodeJS.ProcessEnv; input?: string; cleanEnv?: boolean }) => { code: number | null; stdout: string; stderr: string }) | null {
+  let prefix: string[] = [];
+  if (isRoot) {
+    const setpriv = spawnSync('sh', ['-c', 'command -v setpriv'], { encoding: 'utf8' }).stdout.trim();
+    if (!setpriv) {
+      console.log(`skipped ${what}: running as root, and setpriv is not available to drop privileges`);
+      return null;
+    }
+    spawnSync('chmod', ['-R', 'a+rwX', sb.dir]);
+    prefix = [setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups'];
+  }
+  return (args, opts = {}) => {
+    const cmd = [...prefix, process.execPath, cliPath, ...args];
+    const r = spawnSync(cmd[0]!, cmd.slice(1), {
+      cwd: sb.dir,
+      env: opts.cleanEnv ? { ...opts.env } : { ...sb.env, ...opts.env },
+      input: opts.input,
+      encoding: 'utf8',
+      timeout: CLI_TIMEOUT_MS,
+      killSignal: 'SIGKILL',
+    });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr + (r.signal ? `[signal ${r.signal}] ${r.error ?? ''}` : '') };
+  };
+}

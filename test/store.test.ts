@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { processStartTicks } from '../src/process.js';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, unprivilegedCli, type Sandbox } from './helpers.js';
 
 const canMount = canMountTmpfs('the full-disk store test');
 
@@ -252,6 +252,33 @@ describe('[LAY-2] the registry changed by several processes at once', () => {
     const reg = JSON.parse(readFileSync(join(sb.home, '.knowledge', 'registry.json'), 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
     expect(Object.keys(reg.stores).sort()).toEqual([join(sb.dir, 'one'), join(sb.dir, 'two')]);
     expect(existsSync(join(sb.home, '.knowledge', 'registry.json.lock'))).toBe(false);
+  });
+});
+
+describe('[LAY-2] a registry that cannot be read is never taken for none', () => {
+  it('a KNOWLEDGE_HOME that may not be searched (EACCES): E_UNAVAILABLE, and a store set read-only there stays read-only', () => {
+    // Made read-only in the registry (the operator's edit; the store itself was created writable).
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const home = sb.env.KNOWLEDGE_HOME!;
+    const reg = JSON.parse(readFileSync(join(home, 'registry.json'), 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+    reg.stores[join(sb.dir, 'st')]!.writesEnabled = false;
+    writeFileSync(join(home, 'registry.json'), JSON.stringify(reg));
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md']).stderr).toMatch(/^E_READ_ONLY: /);
+    const run = unprivilegedCli(sb, 'the unsearchable-registry test');
+    if (!run) return;
+    // Root's folder of mode 700 as another user sees it; for the owner itself, readable but not searchable.
+    chmodSync(home, process.getuid?.() === 0 ? 0o700 : 0o600);
+    try {
+      const pub = run(['publish', '--store', 'st', 'a.md', '--json']);
+      expect(pub.code, pub.stdout).toBe(1);
+      expect(pub.stderr).toMatch(new RegExp(`^E_UNAVAILABLE: registry ${home}/registry\\.json is unreadable: EACCES`));
+      expect(run(['list', '--store', 'st']).stderr).toMatch(/^E_UNAVAILABLE: registry \S+ is unreadable: EACCES/);
+    } finally {
+      chmodSync(home, 0o755);
+    }
+    expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
+    expect(existsSync(join(sb.dir, 'st/vault/.git'))).toBe(false);
   });
 });
 

@@ -2,7 +2,7 @@
  * The registry [LAY-2]: which stores exist and their settings, kept in
  * KNOWLEDGE_HOME (default ~/.knowledge) beside the stores.
  */
-import { closeSync, linkSync, openSync, readdirSync, readFileSync, existsSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, linkSync, openSync, readdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { atomicWrite, linkUnsupported, mkdirDurable, tempName } from '../fsutil.js';
@@ -35,10 +35,23 @@ export class Registry {
     this.file = join(home, 'registry.json');
   }
 
+  /**
+   * The registry as it stands; none yet (no file, or no folder for it) is an empty one. Any other failure to read
+   * it — a folder that may not be searched (EACCES), an I/O error — is E_UNAVAILABLE: taken for "no registry", it
+   * would drop the settings it holds (a store's `writesEnabled: false`, which agent uses which store).
+   */
   read(): RegistryFile {
-    if (!existsSync(this.file)) return { format: 'knowledge-registry-v1', stores: {}, agents: {} };
+    let text: string;
     try {
-      const data = JSON.parse(readFileSync(this.file, 'utf8')) as RegistryFile;
+      text = readFileSync(this.file, 'utf8');
+    } catch (err) {
+      // ENOTDIR: a file where a folder of the path should be, so no registry can be there either.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return { format: 'knowledge-registry-v1', stores: {}, agents: {} };
+      throw new KnowledgeError('E_UNAVAILABLE', `registry ${this.file} is unreadable: ${errnoText(err)} (KNOWLEDGE_HOME ${this.home})`, undefined, { cause: err });
+    }
+    try {
+      const data = JSON.parse(text) as RegistryFile;
       if (data.format !== 'knowledge-registry-v1' || typeof data.stores !== 'object') throw new Error('unknown format');
       data.agents ??= {};
       return data;
@@ -233,4 +246,11 @@ export function breakStaleLock(lockPath: string, staleText: string): void {
   } finally {
     unlinkSync(breaker);
   }
+}
+
+/** A file-system error in a few words: its code, path and reason ("EACCES at /x/registry.json (permission denied)"). */
+function errnoText(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e?.code !== 'string') return (err as Error).message;
+  return `${e.code}${e.path ? ` at ${e.path}` : ''} (${e.message.replace(/^[A-Z]+: /, '').split(',')[0]})`;
 }

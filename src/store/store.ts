@@ -328,7 +328,14 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     const entry = registry.settingsOf(root, manifest.vaultId);
     return { settings: entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt }, registered: entry !== undefined };
   };
-  const { settings, registered } = settingsNow();
+  let now: { settings: StoreSettings; registered: boolean };
+  try {
+    now = settingsNow();
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const { settings, registered } = now;
   let writer = false;
   let releaseFileLock = () => {};
   if (opts.write) {
