@@ -255,6 +255,38 @@ describe('[LAY-2] the registry changed by several processes at once', () => {
   });
 });
 
+describe('[LAY-2] where the registry is: KNOWLEDGE_HOME, else HOME/.knowledge', () => {
+  it('no HOME and a uid without a passwd entry: E_UNAVAILABLE naming HOME and KNOWLEDGE_HOME (needs root to run as such a uid)', () => {
+    if (process.getuid?.() !== 0) {
+      console.log('skipped the no-home test: needs root to run as a uid without a passwd entry');
+      return;
+    }
+    if (spawnSync('getent', ['passwd', '12345']).status === 0) {
+      console.log('skipped the no-home test: uid 12345 has a passwd entry here');
+      return;
+    }
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const run = unprivilegedCli(sb, 'the no-home test', 12345);
+    if (!run) return;
+    for (const args of [['list', '--store', 'st'], ['init', 'other']]) {
+      const r = run(args, { cleanEnv: true, env: { PATH: process.env.PATH } });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/^E_UNAVAILABLE: no place for the registry: KNOWLEDGE_HOME and HOME are unset \(or empty\), and uid 12345 has no home directory in the user database; set KNOWLEDGE_HOME \(or HOME\) to an absolute path\n$/);
+    }
+    expect(existsSync(join(sb.dir, 'other'))).toBe(false);
+  });
+
+  it('a relative HOME or KNOWLEDGE_HOME is refused (E_VALIDATION) before anything is written, never taken from the working directory', () => {
+    const before = readdirSync(sb.dir).sort();
+    for (const env of [{ HOME: 'rel', KNOWLEDGE_HOME: undefined }, { KNOWLEDGE_HOME: 'kh' }]) {
+      const r = cli(sb, ['init', 'st'], { env });
+      expect(r.code, JSON.stringify(env)).toBe(1);
+      expect(r.stderr, JSON.stringify(env)).toMatch(/^E_VALIDATION: (HOME|KNOWLEDGE_HOME)\b.* must be an absolute path, got "(rel|kh)"/);
+    }
+    expect(readdirSync(sb.dir).sort()).toEqual(before);
+  });
+});
+
 describe('[LAY-2] a registry that cannot be read is never taken for none', () => {
   it('a KNOWLEDGE_HOME that may not be searched (EACCES): E_UNAVAILABLE, and a store set read-only there stays read-only', () => {
     // Made read-only in the registry (the operator's edit; the store itself was created writable).

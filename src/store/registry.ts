@@ -3,8 +3,8 @@
  * KNOWLEDGE_HOME (default ~/.knowledge) beside the stores.
  */
 import { closeSync, linkSync, openSync, readdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { userInfo } from 'node:os';
+import { isAbsolute, join, resolve } from 'node:path';
 import { atomicWrite, linkUnsupported, mkdirDurable, tempName } from '../fsutil.js';
 import { KnowledgeError } from '../errors.js';
 import { processAlive, processStartTicks } from '../process.js';
@@ -24,8 +24,43 @@ export interface RegistryFile {
   agents: Record<string, { store: string }>;
 }
 
+/**
+ * Where the registry lives: KNOWLEDGE_HOME, else HOME/.knowledge, else the
+ * home directory the user database gives this user. Either must be an
+ * absolute path: a relative one would put the registry — the stores'
+ * settings, the agents' bindings — wherever a command happens to run
+ * (E_VALIDATION). No place at all (both unset, and a uid without a passwd
+ * entry) is E_UNAVAILABLE. Empty counts as unset.
+ */
 export function knowledgeHome(env: NodeJS.ProcessEnv = process.env): string {
-  return env.KNOWLEDGE_HOME ? resolve(env.KNOWLEDGE_HOME) : join(homedir(), '.knowledge');
+  const own = env.KNOWLEDGE_HOME;
+  if (own) return absoluteSetting('KNOWLEDGE_HOME', own);
+  const home = env.HOME || passwdHome();
+  if (home === undefined) {
+    throw new KnowledgeError(
+      'E_UNAVAILABLE',
+      `no place for the registry: KNOWLEDGE_HOME and HOME are unset (or empty), and uid ${process.getuid?.() ?? '?'} has no home directory in the user database; set KNOWLEDGE_HOME (or HOME) to an absolute path`,
+    );
+  }
+  return join(env.HOME ? absoluteSetting('HOME', home) : home, '.knowledge');
+}
+
+function absoluteSetting(name: 'KNOWLEDGE_HOME' | 'HOME', value: string): string {
+  if (!isAbsolute(value)) {
+    const which = name === 'HOME' ? 'HOME (the registry is HOME/.knowledge unless KNOWLEDGE_HOME is set)' : 'KNOWLEDGE_HOME';
+    throw new KnowledgeError('E_VALIDATION', `${which} must be an absolute path, got ${JSON.stringify(value)}: a relative one would put the registry wherever a command is run`);
+  }
+  return resolve(value);
+}
+
+/** This user's home directory from the user database (getpwuid), or undefined: a uid without an entry, or none given there. */
+function passwdHome(): string | undefined {
+  try {
+    const dir = userInfo().homedir;
+    return dir && isAbsolute(dir) ? dir : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export class Registry {
