@@ -4,14 +4,14 @@
  * MCP SDK's own Client, as Claude Code or any MCP client would.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { createHash, randomUUID } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { cli, cliPath, makeSandbox, userGit, type Sandbox } from './helpers.js';
+import { cli, cliPath, makeSandbox, unprivilegedCli, userGit, type Sandbox } from './helpers.js';
 
 let sb: Sandbox;
 let store: string;
@@ -118,6 +118,30 @@ describe('knowledge mcp: launching and the tool list', () => {
     const missing = cli(sb, ['mcp', '--store', 'nowhere', '--agent', 'bot'], { input: '' });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/^E_UNAVAILABLE: /);
+  });
+
+  it('a registry that cannot be kept where KNOWLEDGE_HOME (or HOME) says is E_UNAVAILABLE at launch, naming KNOWLEDGE_HOME', () => {
+    // HOME a file, no KNOWLEDGE_HOME: the registry would be HOME/.knowledge.
+    writeFileSync(join(sb.dir, 'home-file'), 'x');
+    const r = cli(sb, ['mcp', '--store', 'st', '--agent', 'a1'], { env: { HOME: join(sb.dir, 'home-file'), KNOWLEDGE_HOME: undefined }, input: '' });
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: cannot keep the registry in \S+home-file\/\.knowledge \(KNOWLEDGE_HOME\): ENOTDIR/);
+    // A KNOWLEDGE_HOME this user may not write (the registry there names the store, not the agent).
+    const run = unprivilegedCli(sb, 'the unwritable-KNOWLEDGE_HOME launch test');
+    if (!run) return;
+    const home = sb.env.KNOWLEDGE_HOME!;
+    const before = readFileSync(join(home, 'registry.json'), 'utf8');
+    chmodSync(home, 0o555);
+    try {
+      const u = run(['mcp', '--store', 'st', '--agent', 'a1'], { input: '' });
+      expect(u.code, u.stdout).toBe(1);
+      expect(u.stderr).toMatch(new RegExp(`^E_UNAVAILABLE: cannot keep the registry in ${home} \\(KNOWLEDGE_HOME\\): EACCES`));
+    } finally {
+      chmodSync(home, 0o755);
+    }
+    expect(readFileSync(join(home, 'registry.json'), 'utf8')).toBe(before);
+    expect(readdirSync(home).sort()).toEqual(['registry.json']);
   });
 
   it('a client that writes its requests and closes stdin (a shell pipe) gets the answer to a write still running', () => {

@@ -108,6 +108,46 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     expect(existsSync(join(sb.dir, 'st'))).toBe(false);
   });
 
+  it('a KNOWLEDGE_HOME under a file is refused the same way (E_UNAVAILABLE), before the store is created', () => {
+    writeFileSync(join(sb.dir, 'home-file'), 'x');
+    const r = cli(sb, ['init', 'st'], { env: { KNOWLEDGE_HOME: join(sb.dir, 'home-file', 'kh') } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_UNAVAILABLE: cannot keep the registry in \S+home-file\/kh \(KNOWLEDGE_HOME\): ENOTDIR/);
+    expect(existsSync(join(sb.dir, 'st'))).toBe(false);
+  });
+
+  it('a KNOWLEDGE_HOME this user may not write is refused (E_UNAVAILABLE) before the store is created', () => {
+    const home = sb.env.KNOWLEDGE_HOME!;
+    mkdirSync(home);
+    const run = unprivilegedCli(sb, 'the unwritable-KNOWLEDGE_HOME init test');
+    if (!run) return;
+    chmodSync(home, 0o555);
+    try {
+      const r = run(['init', 'st', '--json']);
+      expect(r.code, r.stdout).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^E_UNAVAILABLE: cannot keep the registry in ${home} \\(KNOWLEDGE_HOME\\): EACCES .*; set KNOWLEDGE_HOME to a folder this user can write\n$`));
+      expect(readdirSync(home)).toEqual([]);
+    } finally {
+      chmodSync(home, 0o755);
+    }
+    expect(existsSync(join(sb.dir, 'st'))).toBe(false);
+  });
+
+  it.skipIf(!canMount)('a KNOWLEDGE_HOME on a read-only mount is refused (E_UNAVAILABLE) before the store is created, for root too', () => {
+    mkdirSync(sb.env.KNOWLEDGE_HOME!);
+    const k = `${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)}`;
+    const read = runUnshared(sb, [
+      'set -u',
+      `mount --bind "$KNOWLEDGE_HOME" "$KNOWLEDGE_HOME" && mount -o remount,bind,ro "$KNOWLEDGE_HOME" || exit 90`,
+      `${k} init st >out 2>err; echo $? >code`,
+      'exit 0',
+    ]);
+    expect(read('code').trim()).toBe('1');
+    expect(read('err')).toMatch(/^E_UNAVAILABLE: cannot keep the registry in \S+ \(KNOWLEDGE_HOME\): EROFS /);
+    expect(existsSync(join(sb.dir, 'st'))).toBe(false);
+    expect(readdirSync(sb.env.KNOWLEDGE_HOME!)).toEqual([]);
+  });
+
   it('init of a store whose state.sqlite is damaged says so instead of "exists"', () => {
     expect(cli(sb, ['init', 'st']).code).toBe(0);
     for (const f of ['state.sqlite', 'state.sqlite-wal', 'state.sqlite-shm']) rmSync(join(sb.dir, 'st', f), { force: true });

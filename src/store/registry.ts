@@ -5,8 +5,8 @@
 import { closeSync, linkSync, openSync, readdirSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { atomicWrite, linkUnsupported, mkdirDurable, tempName } from '../fsutil.js';
-import { KnowledgeError } from '../errors.js';
+import { atomicWrite, isDirectory, linkUnsupported, mkdirDurable, tempName } from '../fsutil.js';
+import { KnowledgeError, isDiskFull, isErrnoError } from '../errors.js';
 import { processAlive, processStartTicks } from '../process.js';
 
 /** How long a change waits for another process's change of the registry (each holds it for milliseconds). */
@@ -151,14 +151,43 @@ export class Registry {
    * or null to write nothing.
    */
   update(change: (data: RegistryFile) => RegistryFile | null): void {
-    mkdirDurable(this.home);
-    const release = this.lock();
+    const release = this.keeping(() => {
+      mkdirDurable(this.home);
+      return this.lock();
+    });
     try {
       this.clearDeadTemps();
       const next = change(this.read());
-      if (next !== null) atomicWrite(this.file, JSON.stringify(next, null, 2) + '\n');
+      if (next !== null) this.keeping(() => atomicWrite(this.file, JSON.stringify(next, null, 2) + '\n'));
     } finally {
       release();
+    }
+  }
+
+  /**
+   * That KNOWLEDGE_HOME can hold the registry: its folder is there (made if
+   * need be) and a file can be created in it (one is, and removed). What
+   * `init` asks before it creates anything, so a store is never left made but
+   * unregistered: a KNOWLEDGE_HOME on a read-only mount, or one this user may
+   * not write, is E_UNAVAILABLE at once.
+   */
+  requireWritable(): void {
+    this.keeping(() => mkdirDurable(this.home));
+    if (!isDirectory(this.home)) throw new KnowledgeError('E_UNAVAILABLE', `cannot keep the registry in ${this.home} (KNOWLEDGE_HOME): it is not a directory`);
+    // Named like a registry change's staging file, so one left by a process killed here is cleared with those.
+    const probe = join(this.home, tempName('registry.json'));
+    this.keeping(() => {
+      closeSync(openSync(probe, 'wx', 0o644));
+      unlinkSync(probe);
+    });
+  }
+
+  /** Run a step of keeping the registry, its file-system errors as coded ones (registryFailure). */
+  private keeping<T>(step: () => T): T {
+    try {
+      return step();
+    } catch (err) {
+      throw registryFailure(err, this.home);
     }
   }
 
@@ -281,6 +310,24 @@ export function breakStaleLock(lockPath: string, staleText: string): void {
   } finally {
     unlinkSync(breaker);
   }
+}
+
+/**
+ * A file-system error while writing the registry, as a coded error naming
+ * KNOWLEDGE_HOME: a full or failing disk is E_IO; anything else — a file where
+ * its folder should be, no permission, a read-only mount — means this
+ * KNOWLEDGE_HOME cannot hold the registry: E_UNAVAILABLE. Coded errors (E_LOCKED) pass as they are.
+ */
+function registryFailure(err: unknown, home: string): unknown {
+  if (!isErrnoError(err)) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  const io = isDiskFull(err) || code === 'EIO';
+  return new KnowledgeError(
+    io ? 'E_IO' : 'E_UNAVAILABLE',
+    `cannot keep the registry in ${home} (KNOWLEDGE_HOME): ${errnoText(err)}${io ? '' : '; set KNOWLEDGE_HOME to a folder this user can write'}`,
+    undefined,
+    { cause: err },
+  );
 }
 
 /** A file-system error in a few words: its code, path and reason ("EACCES at /x/registry.json (permission denied)"). */

@@ -84,12 +84,7 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   }
   if (vaultStat && !vaultStat.isDirectory()) throw new KnowledgeError('E_VALIDATION', `${paths.vault} is not a directory`);
   // Where the registry lives must hold it before anything is created, or a store would be left unregistered.
-  try {
-    mkdirDurable(registry.home);
-  } catch (err) {
-    throw creationFailure(err, `cannot keep the registry in ${registry.home} (KNOWLEDGE_HOME)`);
-  }
-  if (!isDirectory(registry.home)) throw new KnowledgeError('E_UNAVAILABLE', `cannot keep the registry in ${registry.home} (KNOWLEDGE_HOME): it is not a directory`);
+  registry.requireWritable();
   const resumed = unfinished !== null && unfinished !== 'no-id' ? unfinished : null;
   const manifest: VaultManifest = resumed
     ? { format: VAULT_FORMAT, vaultId: resumed.vaultId, createdAt: resumed.createdAt }
