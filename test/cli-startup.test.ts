@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, afterEach } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { cli, cliPath, storeSandbox, type Sandbox } from './helpers.js';
@@ -113,5 +113,43 @@ describe('a reader that stops reading', () => {
     const again = cli(sb, ['scan', '--store', 'st', '--json']);
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ baseline: false, added: [], unchanged: 1 });
+  });
+});
+
+describe('standard output that fails (a full disk, a descriptor not open for writing)', () => {
+  /** `knowledge ARGS` with its stdout opened on `file` with `flags` ('w' on /dev/full: ENOSPC; 'r': EBADF). */
+  function withFailingOutput(sb: Sandbox, args: string[], file: string, flags: string) {
+    const fd = openSync(file, flags);
+    try {
+      return spawnSync(process.execPath, [cliPath, ...args], { cwd: sb.dir, env: sb.env, stdio: ['ignore', fd, 'pipe'], encoding: 'utf8' });
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  it('is one E_IO line naming what was done, exit 3 (not 1, which means rejected): a retry reads the receipt, never publishes twice', () => {
+    const sb = sandbox();
+    writeFileSync(join(sb.dir, 'p.md'), '---\nkind: page\ntitle: Kept\n---\nbody\n');
+    for (const [file, flags, cause] of [['/dev/full', 'w', 'ENOSPC'], ['/dev/null', 'r', 'EBADF']] as const) {
+      const r = withFailingOutput(sb, ['publish', '--store', 'st', 'p.md', '--json'], file, flags);
+      expect(r.status, r.stderr).toBe(3);
+      expect(r.stderr.split('\n')).toHaveLength(2); // one line
+      const m = /^E_IO: the answer could not be written to standard output \((\S+): .*\); the command itself completed: publication (pub-\S+) \(request \S+\) stands; knowledge receipt (pub-\S+) prints its receipt again/.exec(r.stderr);
+      expect(m, r.stderr).not.toBeNull();
+      expect(m![1]).toBe(cause);
+      expect(m![3]).toBe(m![2]);
+      const again = cli(sb, ['receipt', '--store', 'st', m![2]!, '--json']);
+      expect(again.code, again.stderr).toBe(0);
+      expect(JSON.parse(again.stdout)).toMatchObject({ kind: 'publication', publicationId: m![2] });
+    }
+    expect(JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout).records).toHaveLength(2);
+    // A read: the same line, nothing to name.
+    const list = withFailingOutput(sb, ['list', '--store', 'st'], '/dev/full', 'w');
+    expect(list.status).toBe(3);
+    expect(list.stderr).toMatch(/^E_IO: the answer could not be written to standard output \(ENOSPC: [^\n]*; the command itself completed: run it again for its answer\n$/);
+    // A command that failed keeps its own status and error; the lost output is said after it.
+    const bad = withFailingOutput(sb, ['show', '--store', 'st', 'no-such-record'], '/dev/full', 'w');
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/^E_NOT_FOUND: /);
   });
 });

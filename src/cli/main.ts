@@ -1,7 +1,8 @@
 /**
  * The `knowledge` CLI [SURF-1]: parse -> call the core -> render. Exit 0 when
  * the request was accepted (whatever git.state is), 1 with "CODE: message"
- * for a rejected request, 2 for a usage error (Appendix A).
+ * for a rejected request, 2 for a usage error (Appendix A); 3 (an extension)
+ * when it was accepted but its answer could not be written to stdout (main()).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
@@ -43,7 +44,8 @@ const USAGE = `usage:
   knowledge demo [DIR] [--port N]
 --store may be replaced by KNOWLEDGE_STORE.`;
 
-type Out = { stdout: (s: string) => void; stderr: (s: string) => void };
+/** Where a command writes; `answered` hears the value a command's answer (its stdout) was made from. */
+type Out = { stdout: (s: string) => void; stderr: (s: string) => void; answered?: (value: unknown) => void };
 
 const defaultOut: Out = {
   stdout: (s) => process.stdout.write(s),
@@ -196,7 +198,10 @@ async function withService<T>(out: Out, dir: string, write: boolean, command: st
 
 export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, out: Out = defaultOut): Promise<number> {
   const [command, ...rest] = argv;
-  const emit = (json: boolean, value: unknown, human: string) => out.stdout(json ? JSON.stringify(value, null, 2) + '\n' : human);
+  const emit = (json: boolean, value: unknown, human: string) => {
+    out.answered?.(value);
+    out.stdout(json ? JSON.stringify(value, null, 2) + '\n' : human);
+  };
   // `knowledge COMMAND --help` (or -h, before any `--`): that command's usage, nothing run.
   const options = rest.indexOf('--') >= 0 ? rest.slice(0, rest.indexOf('--')) : rest;
   if (command !== undefined && options.some((a) => a === '--help' || a === '-h')) {
@@ -291,7 +296,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length !== 0) throw new UsageError('scan takes no positional arguments');
         const json = Boolean(values.json);
         // [SCAN-4] a progress bar on a terminal only: never with --json or when stderr is not a TTY.
-        const bar = !json && process.stderr.isTTY && out === defaultOut ? (await import('../scan/progress.js')).terminalProgress((s) => process.stderr.write(s)) : null;
+        const bar = !json && process.stderr.isTTY && out.stderr === defaultOut.stderr ? (await import('../scan/progress.js')).terminalProgress((s) => process.stderr.write(s)) : null;
         // A large rescan's listing starts now, while the rest loads (src/scan/ahead.ts).
         (await import('../scan/ahead.js')).scanAhead(dir, OPERATOR, values.partition as string | undefined);
         let receipt;
@@ -498,7 +503,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
  * other unexpected error is E_INTERNAL, its stack only with KNOWLEDGE_DEBUG=1.
  */
 export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
-  const flat = (s: string) => s.replace(/\s*\n\s*/g, ' ').trim();
+  const flat = oneLine;
   if (isKnowledgeError(err)) {
     // A bug wrapped to name what it left behind (a journaled publication): its own stack, on request.
     const cause = err.cause as { stack?: unknown } | undefined;
@@ -512,6 +517,11 @@ export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
   if (isIoError(err)) return `E_IO: the disk or file system failed (${String(e!.code)}: ${message}); check it, then ${kept}\n`;
   const stack = env.KNOWLEDGE_DEBUG === '1' && typeof e?.stack === 'string' ? `${e.stack}\n` : '';
   return `E_INTERNAL: ${message} (a bug: KNOWLEDGE_DEBUG=1 shows where)\n${stack}`;
+}
+
+/** Text made one line (a path may hold a newline): each line break and the space around it become one space. */
+function oneLine(s: string): string {
+  return s.replace(/\s*\n\s*/g, ' ').trim();
 }
 
 /** A whole-number option from `min` to `max`; `dflt` when absent. */
@@ -626,14 +636,51 @@ function readInput(p: string, what: string): Buffer {
  * made ~1% of CLI processes deadlock at exit (nodejs/node#54918).
  */
 export async function main(argv: string[]): Promise<number> {
-  toleratesClosedOutput(process.stdout);
-  toleratesClosedOutput(process.stderr);
+  const stdout = watchOutput(process.stdout);
+  watchOutput(process.stderr);
   const bad = argumentNotUtf8(argv);
   if (bad !== null) {
     process.stderr.write(`E_USAGE: argument ${bad + 1} is not valid UTF-8; Knowledge takes names and paths as UTF-8 text (Node would replace the bytes with U+FFFD and name another file)\n`);
     return 2;
   }
-  return run(argv);
+  let answer: unknown;
+  const code = await run(argv, process.env, { ...defaultOut, answered: (value) => (answer = value) });
+  const lost = await stdout.failure();
+  if (lost === undefined) return code;
+  process.stderr.write(outputLostLine(lost, code, answer));
+  return code === 0 ? EXIT_OUTPUT_LOST : code;
+}
+
+/**
+ * Exit status 3: the command did its work (it would have exited 0) but its
+ * answer could not be written to standard output. Not 1, which says a
+ * request was rejected: a script that retries on 1 would publish twice.
+ */
+export const EXIT_OUTPUT_LOST = 3;
+
+/**
+ * The one line (E_IO) when standard output failed (a full disk, a closed or
+ * read-only descriptor) after the command ran: its work stands, so the line
+ * says what was done and how to read its receipt again, never to redo it.
+ * A command that failed keeps its own error; this line only adds that its
+ * output was lost too.
+ */
+function outputLostLine(err: NodeJS.ErrnoException, code: number, answer: unknown): string {
+  const cause = String(err.message ?? err).startsWith(`${String(err.code)}:`) ? String(err.message) : `${String(err.code)}: ${String(err.message)}`;
+  const what = `E_IO: the answer could not be written to standard output (${cause})`;
+  return oneLine(code === 0 ? `${what}; the command itself completed: ${whatWasDone(answer)}` : what) + '\n';
+}
+
+/** What a completed command's answer says was done, and how to see it again. */
+function whatWasDone(answer: unknown): string {
+  const a = (answer ?? {}) as Record<string, unknown>;
+  const again = (id: unknown) => `knowledge receipt ${String(id)} prints its receipt again`;
+  if (a.kind === 'publication') return `publication ${String(a.publicationId)} (request ${String(a.requestId)}) stands; ${again(a.publicationId)} (publishing the files anew would make a second publication)`;
+  if (a.kind === 'attachment') return `attachment ${String(a.attachmentId)} (request ${String(a.requestId)}) stands; ${again(a.attachmentId)}`;
+  if (a.kind === 'scan') return `scan ${String(a.scanId)} stands${a.git ? `; ${again(a.scanId)}` : ' (it found nothing to commit)'}`;
+  if (typeof a.store === 'string' && typeof a.created === 'boolean') return `store ${a.store} ${a.created ? 'was created' : 'exists'}`;
+  if (typeof a.url === 'string') return `the Gateway served ${a.url} until it was stopped`;
+  return 'run it again for its answer';
 }
 
 /**
@@ -679,10 +726,23 @@ function argumentNotUtf8(argv: readonly string[]): number | null {
  * finished (`serve` logs as it goes). Output nobody reads is dropped quietly
  * instead, as Git's does, and the command ends with its own status: its work
  * stands either way (a receipt can be read again with `knowledge receipt`).
- * Any other error on the stream is left as it was.
+ * Any other failure (ENOSPC: a full disk; EBADF: a descriptor closed or not
+ * open for writing; EIO) is kept for `failure()`, which the command's end
+ * asks once its last writes are done: main() then says so (E_IO) rather than
+ * ending with Node's stack after the work was done. A failing stderr has
+ * nowhere to be reported: its lines are dropped.
  */
-function toleratesClosedOutput(stream: NodeJS.WriteStream): void {
+function watchOutput(stream: NodeJS.WriteStream): { failure(): Promise<NodeJS.ErrnoException | undefined> } {
+  let failed: NodeJS.ErrnoException | undefined;
   stream.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EPIPE') throw err;
+    if (err.code !== 'EPIPE') failed ??= err;
   });
+  return {
+    async failure() {
+      // A failed write reports it a tick later; a write still queued (an asynchronous pipe) when it is done.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (!stream.destroyed && stream.writableLength > 0) await new Promise<void>((resolve) => stream.write('', () => resolve()));
+      return failed;
+    },
+  };
 }
