@@ -149,6 +149,14 @@ describe('knowledge verify', () => {
     expect(gone.stderr).toMatch(/^E_CONFLICT: verify found 1 problem in \S+: repository-missing\n$/);
   });
 
+  it('its stderr line is one line when the store path holds a line break', () => {
+    expect(cli(sb, ['init', 'a\nb']).code).toBe(0);
+    expect(cli(sb, ['publish', '--store', 'a\nb', 'r1.md']).code).toBe(0);
+    const r = cli(sb, ['verify', '--store', 'a\nb'], { env: { KNOWLEDGE_GIT: '/nonexistent' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`E_UNAVAILABLE: verify found 1 problem in ${join(sb.dir, 'a')} b: git-unavailable\n`);
+  });
+
   it('waiting batches alone are not a problem (git was missing)', () => {
     writeFileSync(join(sb.dir, 'r4.md'), '---\nkind: page\ntitle: Page 4\n---\nbody 4\n');
     expect(cli(sb, ['publish', '--store', 'st', 'r4.md'], { env: { PATH: '/nonexistent-bin' } }).code).toBe(0);

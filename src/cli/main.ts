@@ -141,7 +141,8 @@ function verifyFailureLine(r: VerifyReport): string {
   // Git could not be run, or could not read the repository (it timed out, say): nothing was found to disagree.
   const code = codes.every((c) => c === 'git-unavailable' || c === 'repository-unreadable') ? 'E_UNAVAILABLE' : 'E_CONFLICT';
   const n = r.problems.length;
-  return `${code}: verify found ${n} problem${n === 1 ? '' : 's'} in ${r.store}: ${codes.join(', ')}`;
+  // One line, as errorLine's: a store path may hold a line break.
+  return oneLine(`${code}: verify found ${n} problem${n === 1 ? '' : 's'} in ${r.store}: ${codes.join(', ')}`);
 }
 
 function renderAttachment(r: AttachmentReceipt): string {
