@@ -78,6 +78,47 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     expect(cli(sb, ['init', 'st-\uFFFD']).code).toBe(0);
   });
 
+  it('a current directory deleted before the run: what needs it is E_UNAVAILABLE, writing nothing; absolute paths work', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const store = join(sb.dir, 'st');
+    const records = () => JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout).records.length as number;
+    /** `knowledge ARGS` started in a directory that is removed just before (as `cd g && rmdir ../g && knowledge …`). */
+    const inDeletedDir = (args: string[]) => {
+      const r = spawnSync('/bin/sh', ['-c', 'mkdir gone && cd gone && rmdir ../gone && exec "$0" "$@"', process.execPath, cliPath, ...args],
+        { cwd: sb.dir, env: sb.env, encoding: 'utf8', input: '' });
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    };
+    const gone = /^E_UNAVAILABLE: the current directory no longer exists \(it was deleted or moved away\): [^\n]*\n$/;
+    const before = entries();
+    for (const args of [
+      ['list', '--store', 'st'],
+      ['publish', '--store', 'st', join(sb.dir, 'a.md')],
+      ['publish', '--store', store, 'a.md'],
+      ['init', 'st2'],
+      ['attach', '--store', store, join(sb.dir, 'a.md')], // its default root is the current directory
+      ['mcp', '--store', store, '--agent', 'a1'], // so is the root knowledge_attach_file accepts files from
+      ['demo'], // its default folder is ./.knowledge-demo
+    ]) {
+      const r = inDeletedDir(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(gone);
+    }
+    expect(inDeletedDir(['attach', '--store', store, join(sb.dir, 'a.md')]).stderr).toMatch(/give --root DIR\n$/);
+    expect(entries()).toEqual(before);
+    expect(records()).toBe(0);
+    // Absolute paths everywhere need no current directory.
+    const published = inDeletedDir(['publish', '--store', store, join(sb.dir, 'a.md'), '--json']);
+    expect(published.code, published.stderr).toBe(0);
+    expect(records()).toBe(1);
+    const attached = inDeletedDir(['attach', '--store', store, '--root', sb.dir, join(sb.dir, 'a.md'), '--json']);
+    expect(attached.code, attached.stderr).toBe(0);
+    expect(JSON.parse(attached.stdout).kind).toBe('attachment');
+    const made = inDeletedDir(['init', join(sb.dir, 'st2')]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(existsSync(join(sb.dir, 'st2', 'vault', 'vault.json'))).toBe(true);
+  });
+
   it('a path that cannot be a store, or a vault that is a file or a link, is E_VALIDATION, with nothing created or registered', () => {
     writeFileSync(join(sb.dir, 'afile'), 'x');
     const under = cli(sb, ['init', 'afile/sub']);

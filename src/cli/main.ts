@@ -275,7 +275,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const actor = (values.actor as string | undefined) ?? 'operator';
         if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
         // [ATT-3] files are accepted from under the current directory unless --root names another.
-        const allowedRoot = (values.root as string | undefined) ?? process.cwd();
+        const allowedRoot = (values.root as string | undefined) ?? currentDirectory('attach accepts files from under it: give --root DIR');
         const result = await withService(out, dir, true, 'knowledge attach', env, (s) =>
           s.attachFile(positionals[0]!, {
             allowedRoot,
@@ -470,7 +470,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return await runMcpServer({
           store: dir, caller, env, git: gitOptionsFromEnv(env),
           // [ATT-3] knowledge_attach_file accepts files under the directory the client starts the server in, unless --root names another.
-          workspaceRoot: (values.root as string | undefined) ?? process.cwd(),
+          workspaceRoot: (values.root as string | undefined) ?? currentDirectory('knowledge_attach_file accepts files from under it: give --root DIR'),
           lockWaitMs: lockWait !== undefined && /^\d{1,7}$/.test(lockWait) ? Number(lockWait) : undefined,
         });
       }
@@ -511,6 +511,8 @@ export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
     const stack = err.code === 'E_INTERNAL' && env.KNOWLEDGE_DEBUG === '1' && typeof cause?.stack === 'string' ? `${cause.stack}\n` : '';
     return `${err.code}: ${flat(err.message)}\n${stack}`;
   }
+  // A relative path (a store, an init DIR, KNOWLEDGE_HOME, the demo's folder) met a current directory that is gone.
+  if (isCurrentDirectoryGone(err)) return `E_UNAVAILABLE: ${CWD_GONE}: give absolute paths, or run it from a directory that exists\n`;
   const e = err as { code?: unknown; message?: unknown; stack?: unknown } | null;
   const message = flat(String(e?.message ?? err));
   const kept = 'knowledge activity shows what was kept: resume a kept request (knowledge resume ID) rather than making it again';
@@ -518,6 +520,24 @@ export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
   if (isIoError(err)) return `E_IO: the disk or file system failed (${String(e!.code)}: ${message}); check it, then ${kept}\n`;
   const stack = env.KNOWLEDGE_DEBUG === '1' && typeof e?.stack === 'string' ? `${e.stack}\n` : '';
   return `E_INTERNAL: ${message} (a bug: KNOWLEDGE_DEBUG=1 shows where)\n${stack}`;
+}
+
+const CWD_GONE = 'the current directory no longer exists (it was deleted or moved away)';
+
+/** Node's answer (from process.cwd(), path.resolve of a relative path) when the current directory was deleted. */
+function isCurrentDirectoryGone(err: unknown): boolean {
+  const e = err as { code?: unknown; syscall?: unknown } | null;
+  return e?.code === 'ENOENT' && e.syscall === 'uv_cwd';
+}
+
+/** The current directory, where a command's default needs it; E_UNAVAILABLE (saying `what` to do instead) when it is gone. */
+function currentDirectory(what: string): string {
+  try {
+    return process.cwd();
+  } catch (err) {
+    if (isCurrentDirectoryGone(err)) throw new KnowledgeError('E_UNAVAILABLE', `${CWD_GONE}: ${what}`);
+    throw err;
+  }
 }
 
 /** Text made one line (a path may hold a newline): each line break and the space around it become one space. */
@@ -590,7 +610,8 @@ function regularFile(p: string): { real: string; size: number } {
   let real: string;
   try {
     real = realpathSync(p);
-  } catch {
+  } catch (err) {
+    if (isCurrentDirectoryGone(err)) throw err;
     throw new KnowledgeError('E_VALIDATION', `cannot read ${p}: no such file`);
   }
   const st = statSync(real);
