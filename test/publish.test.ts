@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { createHash } from 'node:crypto';
@@ -436,6 +436,62 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
     expect(publish(['--evidence', sb.dir, 'c.md']).stderr).toMatch(/^E_VALIDATION: .*not a regular file/);
     expect(publish(['--evidence', '/dev/null', 'c.md']).stderr).toMatch(/^E_VALIDATION: .*not a regular file/);
     nothingWritten();
+  });
+
+  /** `knowledge publish --store st ARGS` with standard input opened on `path` with `flags`. */
+  const withStdin = (path: string, flags: string, args: string[]) => {
+    const fd = openSync(path, flags);
+    try {
+      const r = spawnSync(process.execPath, [cliPath, 'publish', '--store', 'st', ...args], { cwd: sb.dir, env: sb.env, stdio: [fd, 'pipe', 'pipe'], encoding: 'utf8' });
+      return { code: r.status, stderr: r.stderr };
+    } finally {
+      closeSync(fd);
+    }
+  };
+  /** A bash `script` (with its pipes and process substitutions `<(…)`) in which PUBLISH is `knowledge publish --store st --json`; $1, $2… are `values`. */
+  const inBash = (script: string, values: string[] = []) => {
+    const r = spawnSync('bash', ['-c', script.replace('PUBLISH', '"$0" "$CLI" publish --store st --json'), process.execPath, ...values],
+      { cwd: sb.dir, env: { ...sb.env, CLI: cliPath }, encoding: 'utf8' });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+
+  it('standard input that cannot be read, and evidence that is a pipe, are E_VALIDATION (not E_INTERNAL), writing nothing', () => {
+    write('c.md', '---\nkind: claim\nclaim_kind: fact\ntitle: x\n---\n');
+    const dir = withStdin(sb.dir, 'r', ['-']);
+    expect(dir.code).toBe(1);
+    expect(dir.stderr).toBe('E_VALIDATION: record: cannot read standard input: it is a directory\n');
+    const writeOnly = withStdin('/dev/null', 'w', ['-']);
+    expect(writeOnly.code).toBe(1);
+    expect(writeOnly.stderr).toBe('E_VALIDATION: record: cannot read standard input: it is not open for reading\n');
+    // Evidence keeps its file's name: a pipe has none.
+    const pipe = inBash('PUBLISH --evidence <(echo measured) c.md');
+    expect(pipe.code).toBe(1);
+    expect(pipe.stderr).toMatch(/^E_VALIDATION: evidence \/dev\/fd\/\d+ is not a regular file \(a pipe\): evidence is kept as a file under its own name; save it to a file and give that\n$/);
+    expect(inBash('echo measured | PUBLISH --evidence /dev/stdin c.md').stderr).toMatch(/^E_VALIDATION: evidence \/dev\/stdin is not a regular file \(a pipe\)/);
+    // A socket (what Node gives a child as its standard input) cannot be opened by a path: said, not E_INTERNAL.
+    const socket = cli(sb, ['publish', '--store', 'st', '/dev/stdin'], { input: '---\nkind: page\ntitle: x\n---\n' });
+    expect(socket.stderr).toBe('E_VALIDATION: record: /dev/stdin is not a regular file (a socket)\n');
+    // A FIFO nobody writes to is not waited for: it reads as empty (no record).
+    const fifo = inBash('mkfifo fifo && PUBLISH fifo');
+    expect(fifo.code).toBe(1);
+    expect(fifo.stderr).toMatch(/^E_VALIDATION: record #1: missing frontmatter/);
+    rmSync(join(sb.dir, 'fifo'));
+    // A record over the limit from a pipe is refused as from standard input.
+    const big = inBash('PUBLISH <(printf -- "---\\nkind: page\\ntitle: big\\n---\\n"; head -c 1100000 /dev/zero | tr "\\0" x)');
+    expect(big.code).toBe(1);
+    expect(big.stderr).toMatch(/^E_TOO_LARGE: record: \/dev\/fd\/\d+ is more than 1048576 bytes; a record may be at most 1048576 bytes\n$/);
+    nothingWritten();
+  });
+
+  it('a record given as a pipe path (/dev/stdin, a shell\'s <(…)) is read to its end as - reads standard input', () => {
+    const record = (title: string) => `---\nkind: page\ntitle: ${title}\n---\nbody\n`;
+    const stdin = inBash('printf %s "$1" | PUBLISH /dev/stdin', [record('From stdin')]);
+    expect(stdin.code, stdin.stderr).toBe(0);
+    const two = inBash('PUBLISH <(printf %s "$1") <(printf %s "$2")', [record('First'), record('Second')]);
+    expect(two.code, two.stderr).toBe(0);
+    expect(JSON.parse(two.stdout).records).toHaveLength(2);
+    const titles = JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout).records.map((r: { title: string }) => r.title).sort();
+    expect(titles).toEqual(['First', 'From stdin', 'Second']);
   });
 
   it('a record or evidence file over the limits is E_TOO_LARGE before it is read, even past 2 GiB', () => {

@@ -5,9 +5,9 @@
  * when it was accepted but its answer could not be written to stdout (main()).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
-import { basename } from 'node:path';
-import { KnowledgeError, isDiskFull, isIoError, isKnowledgeError } from '../errors.js';
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
+import { basename, resolve } from 'node:path';
+import { KnowledgeError, isDiskFull, isErrnoError, isIoError, isKnowledgeError } from '../errors.js';
 import { LIMITS } from '../publish/limits.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
@@ -239,7 +239,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         // The limits on the whole request before a byte of it is read (publish/validate.ts checks them again).
         if (positionals.length > LIMITS.records) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.records} records per publication`);
         if (evidencePaths.length > LIMITS.evidenceFiles) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.evidenceFiles} evidence files per publication`);
-        const evidenceTotal = evidencePaths.reduce((sum, p) => sum + regularFile(p).size, 0);
+        const evidenceTotal = evidencePaths.reduce((sum, p) => sum + regularFileSize(p), 0);
         if (evidenceTotal > LIMITS.evidenceBytes) {
           throw new KnowledgeError('E_TOO_LARGE', `evidence totals ${evidenceTotal} bytes; attach files over ${LIMITS.evidenceBytes} bytes with knowledge attach`);
         }
@@ -562,21 +562,73 @@ export function parsePort(v: string | undefined): number | undefined {
 /**
  * Only regular files are read from paths [ATT-3]: no directories, devices or
  * FIFOs; and none larger than `maxBytes` (E_TOO_LARGE before a byte is read).
+ * With `pipes`, a pipe given as a path (`/dev/stdin`, a shell's `<(…)`, a
+ * FIFO) is read to its end as `-` reads standard input, up to the same limit.
+ * The path is opened first and what it is decided from the open file, so a
+ * file swapped for a FIFO after a stat is never waited for.
  */
-export function readRegularFile(p: string, maxBytes: number, what = 'this file'): Buffer {
-  const { real, size } = regularFile(p);
+export function readRegularFile(p: string, maxBytes: number, what = 'this file', pipes = false): Buffer {
   const tooLarge = (n: string) => new KnowledgeError('E_TOO_LARGE', `${p} is ${n} bytes; ${what} may be at most ${maxBytes} bytes`);
-  if (size > maxBytes) throw tooLarge(String(size));
-  // Read to the end, but never past one byte over the limit: a file that grew
-  // since its stat is read as it is now, or refused when it grew too large.
-  const fd = openSync(real, 'r');
+  const { fd, st } = openInput(p);
   try {
-    const bytes = readAtMost(fd, maxBytes, Math.min(size, maxBytes) + 1);
+    if (!st.isFile() && !(pipes && st.isFIFO())) throw notRegular(p, st);
+    if (st.isFile() && st.size > maxBytes) throw tooLarge(String(st.size));
+    // Read to the end, but never past one byte over the limit: a file that grew
+    // since its stat is read as it is now, or refused when it grew too large.
+    let bytes: Buffer;
+    try {
+      bytes = readAtMost(fd, maxBytes, st.isFile() ? Math.min(st.size, maxBytes) + 1 : 64 * 1024);
+    } catch (err) {
+      throw inputError(err, p);
+    }
     if (bytes.length > maxBytes) throw tooLarge(`more than ${maxBytes}`);
     return bytes;
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Open a path given on the command line for reading. O_NONBLOCK: a FIFO
+ * without a writer opens at once instead of waiting for one (it then reads
+ * as empty); O_NOCTTY: a terminal never becomes the process's own. A relative
+ * path is resolved first, so a current directory that is gone says so.
+ */
+function openInput(p: string): { fd: number; st: Stats } {
+  const abs = resolve(p);
+  let fd: number;
+  try {
+    fd = openSync(abs, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (err) {
+    // A socket (a standard input Node gives its children, as `/dev/stdin`) is not opened by its path (ENXIO): say what it is.
+    let st: Stats | undefined;
+    try {
+      st = statSync(abs);
+    } catch {
+      st = undefined;
+    }
+    if (st?.isSocket()) throw notRegular(p, st);
+    throw inputError(err, p);
+  }
+  try {
+    return { fd, st: fstatSync(fd) };
+  } catch (err) {
+    closeSync(fd);
+    throw inputError(err, p);
+  }
+}
+
+/** A path's failure to be read, as the input's error: E_VALIDATION naming it; a full or failing disk stays itself (E_IO). */
+function inputError(err: unknown, p: string): unknown {
+  if (isKnowledgeError(err) || !isErrnoError(err) || isDiskFull(err) || isIoError(err)) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT' || code === 'ENOTDIR') return new KnowledgeError('E_VALIDATION', `cannot read ${p}: no such file`);
+  return new KnowledgeError('E_VALIDATION', `cannot read ${p} (${oneLine((err as Error).message)})`);
+}
+
+function notRegular(p: string, st: Stats): KnowledgeError {
+  const kind = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a pipe' : st.isSocket() ? 'a socket' : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : 'not a file';
+  return new KnowledgeError('E_VALIDATION', `${p} is not a regular file (${kind})`);
 }
 
 /**
@@ -605,18 +657,17 @@ function readAtMost(fd: number, maxBytes: number, first: number): Buffer {
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, got);
 }
 
-/** Where a path given on the command line leads, and its size: a regular file's only. */
-function regularFile(p: string): { real: string; size: number } {
-  let real: string;
+/** The size of the regular file a path leads to (evidence is counted before any is read); a pipe is refused, as evidence keeps its file's name. */
+function regularFileSize(p: string): number {
+  let st: Stats;
   try {
-    real = realpathSync(p);
+    st = statSync(resolve(p));
   } catch (err) {
-    if (isCurrentDirectoryGone(err)) throw err;
-    throw new KnowledgeError('E_VALIDATION', `cannot read ${p}: no such file`);
+    throw inputError(err, p);
   }
-  const st = statSync(real);
-  if (!st.isFile()) throw new KnowledgeError('E_VALIDATION', `${p} is not a regular file`);
-  return { real, size: st.size };
+  if (st.isFIFO()) throw new KnowledgeError('E_VALIDATION', `evidence ${p} is not a regular file (a pipe): evidence is kept as a file under its own name; save it to a file and give that`);
+  if (!st.isFile()) throw notRegular(p, st);
+  return st.size;
 }
 
 /** Records are UTF-8 [REC-1]: invalid bytes are refused, never replaced. */
@@ -628,18 +679,32 @@ function decodeUtf8(bytes: Buffer, name: string): string {
   }
 }
 
+/** A record: `-` is standard input; a path, a regular file or a pipe (read as standard input is). */
 function readInput(p: string, what: string): Buffer {
   if (p === '-') {
-    const bytes = readAtMost(0, LIMITS.recordBytes, 64 * 1024);
+    let bytes: Buffer;
+    try {
+      bytes = readAtMost(0, LIMITS.recordBytes, 64 * 1024);
+    } catch (err) {
+      throw stdinError(err, what);
+    }
     if (bytes.length > LIMITS.recordBytes) throw new KnowledgeError('E_TOO_LARGE', `${what}: standard input is more than ${LIMITS.recordBytes} bytes; a ${what} may be at most ${LIMITS.recordBytes} bytes`);
     return bytes;
   }
   try {
-    return readRegularFile(p, LIMITS.recordBytes, `a ${what}`);
+    return readRegularFile(p, LIMITS.recordBytes, `a ${what}`, true);
   } catch (err) {
     if (err instanceof KnowledgeError) throw new KnowledgeError(err.code === 'E_TOO_LARGE' ? err.code : 'E_VALIDATION', `${what}: ${err.message}`);
     throw err;
   }
+}
+
+/** Standard input that cannot be read (`- < DIR`, a descriptor open only for writing): E_VALIDATION; a failing disk stays E_IO. */
+function stdinError(err: unknown, what: string): unknown {
+  if (!isErrnoError(err) || isDiskFull(err) || isIoError(err)) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  const why = code === 'EISDIR' ? 'it is a directory' : code === 'EBADF' ? 'it is not open for reading' : oneLine((err as Error).message);
+  return new KnowledgeError('E_VALIDATION', `${what}: cannot read standard input: ${why}`);
 }
 
 /**
