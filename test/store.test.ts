@@ -71,11 +71,35 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     const before = entries();
     const r = spawnSync('/bin/sh', ['-c', `exec "${process.execPath}" "${cliPath}" init "$(printf 'st-\\376')" --json`], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(2);
-    expect(r.stderr).toMatch(/^E_USAGE: argument 2 is not valid UTF-8/);
+    // One line, then the usage, as every usage error (README: "E_USAGE: and the usage").
+    expect(r.stderr).toMatch(/^E_USAGE: argument 2 is not valid UTF-8[^\n]*\nusage:\n {2}knowledge init DIR/);
     expect(r.stdout).toBe('');
     expect(entries()).toEqual(before);
     // U+FFFD itself, given as UTF-8, is an ordinary character.
     expect(cli(sb, ['init', 'st-\uFFFD']).code).toBe(0);
+  });
+
+  it('a path in the environment (KNOWLEDGE_HOME, HOME, KNOWLEDGE_STORE, KNOWLEDGE_GIT) that is not UTF-8 is refused as an argument is, not replaced by U+FFFD', () => {
+    const before = entries();
+    /** `knowledge ARGS` with the shell assignments `assign` (printf escapes make the bytes). */
+    const withEnv = (assign: string, args: string) =>
+      spawnSync('/bin/sh', ['-c', `${assign} exec "${process.execPath}" "${cliPath}" ${args}`], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+    for (const [assign, name] of [
+      [`KNOWLEDGE_HOME="$(printf '${sb.dir}/h\\351')";`, 'KNOWLEDGE_HOME'],
+      [`unset KNOWLEDGE_HOME; HOME="$(printf '${sb.dir}/h\\351')";`, 'HOME'], // the registry's default
+      [`KNOWLEDGE_STORE="$(printf 'st\\351')"; export KNOWLEDGE_STORE;`, 'KNOWLEDGE_STORE'],
+      [`KNOWLEDGE_GIT="$(printf '/usr/bin/git\\351')"; export KNOWLEDGE_GIT;`, 'KNOWLEDGE_GIT'],
+    ]) {
+      const r = withEnv(assign!, name === 'KNOWLEDGE_STORE' ? 'scan' : 'init st');
+      expect(r.status, `${name}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^E_USAGE: the environment variable ${name} is not valid UTF-8[^\\n]*\\nusage:\\n`));
+      expect(r.stdout).toBe('');
+    }
+    expect(entries()).toEqual(before); // no registry at h\uFFFD, no store
+    // HOME is not used when KNOWLEDGE_HOME is set (Git never gets it); U+FFFD given as UTF-8 is an ordinary character.
+    const ok = withEnv(`HOME="$(printf '/nowhere\\351')"; KNOWLEDGE_HOME='${sb.dir}/h\uFFFD';`, 'init st');
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(existsSync(join(sb.dir, 'h\uFFFD', 'registry.json'))).toBe(true);
   });
 
   it('a current directory deleted before the run: what needs it is E_UNAVAILABLE, writing nothing; absolute paths work', () => {

@@ -725,9 +725,12 @@ function stdinError(err: unknown, what: string): unknown {
 export async function main(argv: string[]): Promise<number> {
   const stdout = watchOutput(process.stdout);
   watchOutput(process.stderr);
+  // Bytes that are not UTF-8 where a name or path is given: a usage error, as every other (with the usage).
   const bad = argumentNotUtf8(argv);
-  if (bad !== null) {
-    process.stderr.write(`E_USAGE: argument ${bad + 1} is not valid UTF-8; Knowledge takes names and paths as UTF-8 text (Node would replace the bytes with U+FFFD and name another file)\n`);
+  const badVariable = bad === null ? variableNotUtf8(process.env) : null;
+  if (bad !== null || badVariable !== null) {
+    const what = bad !== null ? `argument ${bad + 1}` : `the environment variable ${badVariable}`;
+    process.stderr.write(`E_USAGE: ${what} is not valid UTF-8; Knowledge takes names and paths as UTF-8 text (Node would replace the bytes with U+FFFD and name another file)\n${USAGE}\n`);
     return 2;
   }
   let answer: unknown;
@@ -803,6 +806,51 @@ function argumentNotUtf8(argv: readonly string[]): number | null {
     }
   });
   return bad < 0 ? null : bad;
+}
+
+/**
+ * The first environment variable naming a path Knowledge uses whose bytes are
+ * not UTF-8, or null: KNOWLEDGE_HOME, KNOWLEDGE_STORE, KNOWLEDGE_GIT, and HOME
+ * where it is the registry's default (KNOWLEDGE_HOME unset; Git never gets
+ * the user's HOME). Node decodes the environment with replacement characters
+ * and keeps no raw bytes, so a value holding U+FFFD is checked against the
+ * bytes the process started with, /proc/self/environ on Linux: a U+FFFD given
+ * as UTF-8 is an ordinary character. Where those bytes cannot be read (not
+ * Linux), or the entry is not there, the value is refused: a replacement
+ * character in a path is almost surely a replaced byte, and using it would
+ * silently name another directory (another registry, another store).
+ */
+function variableNotUtf8(env: NodeJS.ProcessEnv): string | null {
+  const names = ['KNOWLEDGE_HOME', 'KNOWLEDGE_STORE', 'KNOWLEDGE_GIT', ...(env.KNOWLEDGE_HOME ? [] : ['HOME'])];
+  const suspects = names.filter((n) => env[n]?.includes('\uFFFD'));
+  if (suspects.length === 0) return null;
+  let raw: Buffer | null;
+  try {
+    raw = readFileSync('/proc/self/environ');
+  } catch {
+    raw = null;
+  }
+  const strict = new TextDecoder('utf-8', { fatal: true });
+  for (const name of suspects) {
+    // getenv() answers with the first entry of a name: so does Node.
+    const prefix = Buffer.from(`${name}=`);
+    let entry: Buffer | undefined;
+    for (let start = 0; raw !== null && start < raw.length; ) {
+      const end = raw.indexOf(0, start) < 0 ? raw.length : raw.indexOf(0, start);
+      if (raw.subarray(start, start + prefix.length).equals(prefix)) {
+        entry = raw.subarray(start + prefix.length, end);
+        break;
+      }
+      start = end + 1;
+    }
+    if (entry === undefined) return name;
+    try {
+      strict.decode(entry);
+    } catch {
+      return name;
+    }
+  }
+  return null;
 }
 
 /**
