@@ -504,17 +504,16 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
  * other unexpected error is E_INTERNAL, its stack only with KNOWLEDGE_DEBUG=1.
  */
 export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
-  const flat = oneLine;
   if (isKnowledgeError(err)) {
     // A bug wrapped to name what it left behind (a journaled publication): its own stack, on request.
     const cause = err.cause as { stack?: unknown } | undefined;
     const stack = err.code === 'E_INTERNAL' && env.KNOWLEDGE_DEBUG === '1' && typeof cause?.stack === 'string' ? `${cause.stack}\n` : '';
-    return `${err.code}: ${flat(err.message)}\n${stack}`;
+    return `${err.code}: ${oneLine(err.message)}\n${stack}`;
   }
   // A relative path (a store, an init DIR, KNOWLEDGE_HOME, the demo's folder) met a current directory that is gone.
   if (isCurrentDirectoryGone(err)) return `E_UNAVAILABLE: ${CWD_GONE}: give absolute paths, or run it from a directory that exists\n`;
   const e = err as { code?: unknown; message?: unknown; stack?: unknown } | null;
-  const message = flat(String(e?.message ?? err));
+  const message = oneLine(String(e?.message ?? err));
   const kept = 'knowledge activity shows what was kept: resume a kept request (knowledge resume ID) rather than making it again';
   if (isDiskFull(err)) return `E_IO: the disk is full (${String(e!.code)}: ${message}); free space, then ${kept}\n`;
   if (isIoError(err)) return `E_IO: the disk or file system failed (${String(e!.code)}: ${message}); check it, then ${kept}\n`;
@@ -564,7 +563,7 @@ export function parsePort(v: string | undefined): number | undefined {
  * FIFOs; and none larger than `maxBytes` (E_TOO_LARGE before a byte is read).
  * With `pipes`, a pipe given as a path (`/dev/stdin`, a shell's `<(…)`, a
  * FIFO) is read to its end as `-` reads standard input, up to the same limit.
- * The path is opened first and what it is decided from the open file, so a
+ * The path is opened first and what it is, decided from the open file: a
  * file swapped for a FIFO after a stat is never waited for.
  */
 export function readRegularFile(p: string, maxBytes: number, what = 'this file', pipes = false): Buffer {
