@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { appendFileSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -230,6 +230,17 @@ describe('[GIT-9] what an attachment is, and putting a kept-out original back', 
     expect(r.code, r.stderr).toBe(0);
     expect(r.receipt).toMatchObject({ mediaType: 'application/octet-stream', inHistory: true, git: { state: 'committed' } });
     expect(partFiles()).toEqual([]);
+  });
+
+  it('the installed original has the mode every file Knowledge writes has (0644 less the umask), not a private 0600', () => {
+    write('notes.txt', 'shared notes\n');
+    // Under umask 027 a publication's files are 0640; an attachment's original and descriptor too.
+    const r = spawnSync('sh', ['-c', `umask 027 && exec "${process.execPath}" "${cliPath}" attach --store st --json notes.txt`], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const receipt = JSON.parse(r.stdout) as { path: string; descriptorPath: string };
+    const mode = (p: string) => statSync(join(vault, p)).mode & 0o777;
+    expect(mode(receipt.descriptorPath).toString(8)).toBe('640');
+    expect(mode(receipt.path).toString(8)).toBe('640');
   });
 
   it('an original kept out of history and deleted by hand comes back with its .gitignore: git status stays clean', () => {

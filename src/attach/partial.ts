@@ -56,7 +56,8 @@ export function openPart(store: Store, attachmentId: string, committed: number):
     mkdirDurable(dir);
     created = !existsSync(path);
     if (created && committed > 0) throw lostBytes(attachmentId, committed, null);
-    fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+    // 0644 less the umask, as every file Knowledge writes: the partial file becomes the installed original.
+    fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, 0o644);
   } catch (err) {
     throw ioError(err, `attachment ${attachmentId}: cannot open its partial file`);
   }
