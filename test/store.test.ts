@@ -533,9 +533,8 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
 });
 
 describe('[LAY-4] one writer per store', () => {
-  it('a second writing process gets E_LOCKED naming the holder; a dead holder does not block', async () => {
-    cli(sb, ['init', 'st']);
-    // Hold the lock in a real child process that stays alive.
+  /** A real child process that opens the store as its writer and stays alive; resolves once it holds the lock. */
+  async function lockHolder() {
     const holderScript = `
       import('${join(cliPath, '..', '..', 'dist', 'store', 'store.js')}').then((m) => {
         m.openStore(${JSON.stringify(join(sb.dir, 'st'))}, { write: true, command: 'test-holder' });
@@ -544,6 +543,12 @@ describe('[LAY-4] one writer per store', () => {
       });`;
     const holder = spawn(process.execPath, ['--input-type=module', '-e', holderScript], { env: sb.env, stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((res) => holder.stdout!.once('data', () => res()));
+    return holder;
+  }
+
+  it('a second writing process gets E_LOCKED naming the holder; a dead holder does not block', async () => {
+    cli(sb, ['init', 'st']);
+    const holder = await lockHolder();
     writeFileSync(join(sb.dir, 'a.md'), page);
     const r = cli(sb, ['publish', '--store', 'st', 'a.md']);
     expect(r.code).toBe(1);
@@ -577,15 +582,8 @@ describe('[LAY-4] one writer per store', () => {
     forge(hostname(), process.pid, '1');
     expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
     // And a live holder blocks whatever its record is made to say.
-    const holderScript = `
-      import('${join(cliPath, '..', '..', 'dist', 'store', 'store.js')}').then((m) => {
-        m.openStore(${JSON.stringify(join(sb.dir, 'st'))}, { write: true, command: 'test-holder' });
-        process.stdout.write('held\\n');
-        setInterval(() => {}, 1000);
-      });`;
-    const holder = spawn(process.execPath, ['--input-type=module', '-e', holderScript], { env: sb.env, stdio: ['ignore', 'pipe', 'inherit'] });
+    const holder = await lockHolder();
     try {
-      await new Promise<void>((res) => holder.stdout!.once('data', () => res()));
       forge('container-a', 1, null);
       const blocked = cli(sb, ['scan', '--store', 'st']);
       expect(blocked.code).toBe(1);
