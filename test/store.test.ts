@@ -595,4 +595,21 @@ describe('[LAY-4] one writer per store', () => {
     const free = cli(sb, ['scan', '--store', 'st', '--json']);
     expect(free.code, free.stderr).toBe(0);
   });
+
+  it('where writer.lock cannot be used, the record alone decides: another host\'s holder counts as alive', () => {
+    cli(sb, ['init', 'st']);
+    mkdirSync(join(sb.dir, 'st', 'writer.lock')); // a folder where the lock file goes: no OS lock can be taken
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    try {
+      db.prepare("INSERT INTO writer_lock(id, pid, start_ticks, host, command, acquired_at) VALUES (1, 1, NULL, 'other-host', 'knowledge serve', '2026-01-01T00:00:00.000Z')").run();
+    } finally {
+      db.close();
+    }
+    const blocked = cli(sb, ['scan', '--store', 'st']);
+    expect(blocked.code).toBe(1);
+    expect(blocked.stderr).toMatch(/^E_LOCKED: store is in use by pid 1 on other-host \(knowledge serve\)/);
+    // Without the folder, the file lock says that holder is gone.
+    rmSync(join(sb.dir, 'st', 'writer.lock'), { recursive: true });
+    expect(cli(sb, ['scan', '--store', 'st', '--json']).code).toBe(0);
+  });
 });

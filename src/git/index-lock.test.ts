@@ -7,6 +7,7 @@ import { GitRunner } from './runner.js';
 import { commitBatch } from './checkpoint.js';
 import { clearOwnStaleLock, holdIndexLock, indexFiles, isOwnStaleLock, shownLockPath } from './index-lock.js';
 import { makeBatch, makeSandbox, ugit, userRepo, type GitSandbox } from './test-sandbox.js';
+import { processStartTicks } from '../process.js';
 
 let sb: GitSandbox | undefined;
 afterEach(() => sb?.cleanup());
@@ -57,6 +58,27 @@ describe('[GIT-10][GIT-19] Knowledge holds index.lock across the branch move', (
     const out = await commitBatch(runner, vault, makeBatch({ changes: [{ path: 'a.md', bytes: Buffer.from('a\n') }] }));
     expect(out).toMatchObject({ state: 'pending', code: 'locked' });
     expect(readFileSync(lock, 'utf8')).toBe('');
+  });
+
+  it('the lock of another Knowledge process that still runs is not stale: never taken over or cleared, and a checkpoint waits (locked)', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const gitDir = join(vault, '.git');
+    const lockPath = join(gitDir, 'index.lock');
+    // A live process (its real pid and start time) stands in for a Knowledge process holding the lock.
+    const live = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      const marker = `knowledge-index-lock ${live.pid} ${processStartTicks(live.pid!) ?? '-'}\n`;
+      writeFileSync(lockPath, marker);
+      expect(await isOwnStaleLock(lockPath)).toBe(false);
+      await clearOwnStaleLock(gitDir);
+      expect(readFileSync(lockPath, 'utf8')).toBe(marker);
+      const out = await commitBatch(runner, vault, makeBatch({ changes: [{ path: 'a.md', bytes: Buffer.from('a\n') }] }));
+      expect(out).toMatchObject({ state: 'pending', code: 'locked' });
+      expect(readFileSync(lockPath, 'utf8')).toBe(marker);
+    } finally {
+      live.kill('SIGKILL');
+    }
   });
 
   it('a lock left by a killed process whose pid this process was given again (a restarted container) is stale; its own held lock is not', async () => {
