@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
@@ -48,6 +48,22 @@ describe('[LAY-1] init creates the store layout', () => {
 
 describe('[LAY-1] init and the command line refuse bad arguments with a stable code, writing nothing', () => {
   const entries = () => readdirSync(sb.dir).sort();
+
+  it('a store path too long for SQLite to open its database is refused before anything is written (not E_INTERNAL and a half-made store)', () => {
+    const deep = join(sb.dir, ...Array.from({ length: 5 }, (_, i) => String(i).repeat(100)));
+    mkdirSync(deep, { recursive: true });
+    const r = cli(sb, ['init', join(deep, 'st')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_VALIDATION: cannot create the store .*: its state\.sqlite path is \d+ bytes long, and SQLite opens paths of at most 503 bytes; choose a shorter path/);
+    expect(existsSync(join(deep, 'st'))).toBe(false);
+    expect(existsSync(join(sb.home, '.knowledge', 'registry.json'))).toBe(false);
+    // A store moved under such a path says why it cannot be opened.
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    renameSync(join(sb.dir, 'st'), join(deep, 'st'));
+    const open = cli(sb, ['list', '--store', join(deep, 'st')]);
+    expect(open.code).toBe(1);
+    expect(open.stderr).toMatch(/^E_UNAVAILABLE: state\.sqlite of .* cannot be opened: its state\.sqlite path is \d+ bytes long.*move the store to a shorter path/);
+  });
 
   it('an empty argument or option value (an unset shell variable) is a usage error, never the current directory', () => {
     const before = entries();

@@ -83,6 +83,8 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     throw new KnowledgeError('E_VALIDATION', `${paths.vault} is a symbolic link; a vault must be a folder of its own (Knowledge never follows links out of it)`);
   }
   if (vaultStat && !vaultStat.isDirectory()) throw new KnowledgeError('E_VALIDATION', `${paths.vault} is not a directory`);
+  const tooLong = databasePathTooLong(paths);
+  if (tooLong) throw new KnowledgeError('E_VALIDATION', `cannot create the store ${root}: ${tooLong}; choose a shorter path`);
   // Where the registry lives must hold it before anything is created, or a store would be left unregistered.
   registry.requireWritable();
   const resumed = unfinished !== null && unfinished !== 'no-id' ? unfinished : null;
@@ -119,6 +121,17 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   clearUnfinishedMark(paths);
   return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled, created: true };
 }
+
+/**
+ * SQLite opens a database (and its -journal, -wal) only by a path shorter
+ * than 512 bytes (its unix VFS's MAX_PATHNAME); past that it says no more
+ * than "unable to open database file". Null when the store's path fits.
+ */
+function databasePathTooLong(paths: StorePaths): string | null {
+  const bytes = Buffer.byteLength(`${paths.database}-journal`);
+  return bytes < SQLITE_MAX_PATHNAME ? null : `its state.sqlite path is ${Buffer.byteLength(paths.database)} bytes long, and SQLite opens paths of at most ${SQLITE_MAX_PATHNAME - 1 - '-journal'.length} bytes`;
+}
+const SQLITE_MAX_PATHNAME = 512;
 
 /** Kept in state.sqlite from the moment an init draws its vault id until the store is complete (manifest, registry). */
 const INIT_UNFINISHED_META = 'init_unfinished';
@@ -302,6 +315,8 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     throw new KnowledgeError('E_UNAVAILABLE', what);
   }
   const manifest = readManifest(paths);
+  const tooLong = databasePathTooLong(paths);
+  if (tooLong) throw new KnowledgeError('E_UNAVAILABLE', `state.sqlite of ${root} cannot be opened: ${tooLong}; move the store to a shorter path`);
   let db: DB;
   try {
     db = openDatabase(paths.database, { create: false });
