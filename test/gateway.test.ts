@@ -497,6 +497,12 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     expect(r.status).toBe(503);
     expect(r.body.error?.message).toMatch(/state\.sqlite-wal was deleted or replaced/);
     expect((await json(app.request('/api/records'))).body.error?.code).toBe('E_UNAVAILABLE');
+    // Its writer lock is not in that log alone: the OS file lock on writer.lock still keeps every other writer out,
+    // so no command writes a state the served process would overwrite when it ends.
+    writeFileSync(join(sb.dir, 'x.md'), page('kind: page\ntitle: Meanwhile'));
+    const meanwhile = cli(sb, ['publish', '--store', 'st', 'x.md']);
+    expect(meanwhile.code).toBe(1);
+    expect(meanwhile.stderr).toMatch(/^E_LOCKED: /);
   });
 });
 
