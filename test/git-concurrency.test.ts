@@ -169,7 +169,7 @@ describe('[GIT-10] a branch switch racing a checkpoint', () => {
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
   });
 
-  it('HEAD moved to another branch after the branch moved (a checkout -b that keeps the index): the index is left to that branch', async () => {
+  it('HEAD moved after the branch moved to another branch without the checkpoint (checked out without writing the index): the index is left to that branch', async () => {
     setUp();
     userGit(sb, vault, ['branch', 'side']);
     const p = publishPaused('g.md', 'after-update-ref:1500');
@@ -183,6 +183,22 @@ describe('[GIT-10] a branch switch racing a checkpoint', () => {
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
     expect(userGit(sb, vault, ['ls-files', '--', receipt.records[0]!.path])).toBe('');
     expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(false);
+  });
+
+  it('a `git checkout -b` made after the branch moved (at its new tip, so holding the checkpoint): the index is updated as the branch\'s would be', async () => {
+    setUp();
+    const p = publishPaused('g.md', 'after-update-ref:1500');
+    expect(await p.pausedAt('after-update-ref'), p.err()).toBe(true);
+    // A new branch at the tip that now holds the publication, checked out without writing the index (Knowledge holds
+    // index.lock): `git checkout -b`'s effect where it does not need the index, made by its two ref steps.
+    userGit(sb, vault, ['branch', 'feature']);
+    userGit(sb, vault, ['symbolic-ref', 'HEAD', 'refs/heads/feature']);
+    expect(await p.exited, p.err()).toBe(0);
+    const receipt = JSON.parse(p.out()) as { records: Array<{ path: string }>; git: { state: string; commit?: string } };
+    expect(receipt.git).toMatchObject({ state: 'committed', commit: userGit(sb, vault, ['rev-parse', 'feature']).trim() });
+    // Nothing staged against feature: its index holds the publication's file.
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no'])).toBe('');
+    expect(userGit(sb, vault, ['ls-files', '--', receipt.records[0]!.path]).trim()).toBe(receipt.records[0]!.path);
   });
 
   it('an index update owed from a cut-short checkpoint is not made into another branch\'s index', () => {

@@ -378,10 +378,11 @@ export async function commitChain(
       await held.lock.abandon();
       return skippedIndex();
     }
-    // HEAD moved to another branch since the branch moved (a `git checkout -b` that keeps the index, or a checkout
-    // whose index write settleIndex did not see): the index is that branch's now, and these commits are not on it.
+    // HEAD moved since the branch moved, to history without these commits (another branch whose checkout kept the
+    // index, or a checkout whose index write settleIndex did not see): the index is that history's now, and left
+    // alone. A `git checkout -b` made at the new tip holds them: its index is updated as the branch's would be.
     const away = await recheckBeforeMove(runner, repo).catch(() => null);
-    if (away && (away.code === 'branch-moved' || away.code === 'detached-head')) {
+    if (away && (away.code === 'branch-moved' || away.code === 'detached-head') && !(await headContains(runner, vault, last))) {
       await held.lock.release();
       return leftToOtherBranch(job.paths.length);
     }
