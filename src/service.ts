@@ -78,8 +78,14 @@ export class KnowledgeService {
     const store = openStore(storeDir, { write: opts.write, command: opts.command, env: opts.env });
     const svc = new KnowledgeService(store, opts.git);
     if (store.writer) {
-      svc.recoverJournaled();
-      if (store.settings.writesEnabled) sweepCompletedParts(store);
+      try {
+        svc.recoverJournaled();
+        if (store.settings.writesEnabled) sweepCompletedParts(store);
+      } catch (err) {
+        // The writer lock is not kept by an open that failed (a long-running MCP server would hold it until it ends).
+        svc.close();
+        throw err;
+      }
     }
     return svc;
   }

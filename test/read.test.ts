@@ -1144,7 +1144,10 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     const text = run(['--limit', '1', '--cursor', first.nextCursor]).stdout;
     expect(text).toMatch(/\n1 after the cursor, of 2\n$/);
     const more = run(['--limit', '1']).stdout;
-    expect(more).toMatch(/\n1-1 of 2 {2}\(next: --offset 1\)\n$/);
+    // The text names the next page both ways; its cursor goes on from there.
+    const next = /\n1-1 of 2 {2}\(next: --offset 1, or --cursor (\S+)\)\n$/.exec(more);
+    expect(next, more).not.toBeNull();
+    expect(JSON.parse(run(['--cursor', next![1]!, '--json']).stdout).records.map((r: { id: string }) => r.id)).toEqual(['rec-c']);
     const both = run(['--cursor', first.nextCursor, '--offset', '1']);
     expect(both.code).toBe(1);
     expect(both.stderr).toMatch(/^E_VALIDATION: give cursor or offset, not both/);

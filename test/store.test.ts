@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { processStartTicks } from '../src/process.js';
+import { openStore } from '../src/store/store.js';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, unprivilegedCli, type Sandbox } from './helpers.js';
 
@@ -116,6 +117,9 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     const ok = withEnv(`HOME="$(printf '/nowhere\\351')"; KNOWLEDGE_HOME='${sb.dir}/h\uFFFD';`, 'init st');
     expect(ok.status, ok.stderr).toBe(0);
     expect(existsSync(join(sb.dir, 'h\uFFFD', 'registry.json'))).toBe(true);
+    // Nor is KNOWLEDGE_STORE when --store is given.
+    const listed = spawnSync('/bin/sh', ['-c', `KNOWLEDGE_HOME='${sb.dir}/h\uFFFD'; export KNOWLEDGE_HOME; KNOWLEDGE_STORE="$(printf 'st\\351')"; export KNOWLEDGE_STORE; exec "${process.execPath}" "${cliPath}" list --store st`], { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
+    expect(listed.status, listed.stderr).toBe(0);
   });
 
   it('a current directory deleted before the run: what needs it is E_UNAVAILABLE, writing nothing; absolute paths work', () => {
@@ -409,7 +413,7 @@ describe('[LAY-2] where the registry is: KNOWLEDGE_HOME, else HOME/.knowledge', 
 });
 
 describe('[LAY-2] a registry that cannot be read is never taken for none', () => {
-  it('a KNOWLEDGE_HOME that may not be searched (EACCES): E_UNAVAILABLE, and a store set read-only there stays read-only', () => {
+  it('a KNOWLEDGE_HOME that may not be searched (EACCES): writes are E_UNAVAILABLE, so a store set read-only there stays read-only; reads go on', () => {
     // Made read-only in the registry (the operator's edit; the store itself was created writable).
     expect(cli(sb, ['init', 'st']).code).toBe(0);
     const home = sb.env.KNOWLEDGE_HOME!;
@@ -426,7 +430,10 @@ describe('[LAY-2] a registry that cannot be read is never taken for none', () =>
       const pub = run(['publish', '--store', 'st', 'a.md', '--json']);
       expect(pub.code, pub.stdout).toBe(1);
       expect(pub.stderr).toMatch(new RegExp(`^E_UNAVAILABLE: registry ${home}/registry\\.json is unreadable: EACCES`));
-      expect(run(['list', '--store', 'st']).stderr).toMatch(/^E_UNAVAILABLE: registry \S+ is unreadable: EACCES/);
+      // Reading opens the store by its path with the settings it keeps (as before the registry existed for it).
+      const list = run(['list', '--store', 'st', '--json']);
+      expect(list.code, list.stderr).toBe(0);
+      expect(JSON.parse(list.stdout)).toMatchObject({ total: 0 });
     } finally {
       chmodSync(home, 0o755);
     }
@@ -610,6 +617,29 @@ describe('[LAY-4] one writer per store', () => {
     }
     const free = cli(sb, ['scan', '--store', 'st', '--json']);
     expect(free.code, free.stderr).toBe(0);
+  });
+
+  it('an open as writer that fails after taking the lock keeps nothing: no handle on writer.lock or state.sqlite, no lock row', () => {
+    cli(sb, ['init', 'st']);
+    const staging = join(sb.dir, 'st', 'vault', '.knowledge-history', 'staging');
+    rmSync(staging, { recursive: true, force: true });
+    writeFileSync(staging, 'a file where the staging folder goes\n');
+    const held = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return /\/st\/(writer\.lock|state\.sqlite)/.test(readlinkSync(`/proc/self/fd/${fd}`));
+      } catch {
+        return false;
+      }
+    }).length;
+    const before = held();
+    for (let i = 0; i < 3; i++) expect(() => openStore(join(sb.dir, 'st'), { write: true, env: sb.env })).toThrow();
+    expect(held()).toBe(before);
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'), { readonly: true });
+    try {
+      expect(db.prepare('SELECT count(*) AS n FROM writer_lock').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
   });
 
   it('where writer.lock cannot be used, the record alone decides: another host\'s holder counts as alive', () => {

@@ -726,7 +726,7 @@ export async function main(argv: string[]): Promise<number> {
   watchOutput(process.stderr);
   // Bytes that are not UTF-8 where a name or path is given: a usage error, as every other (with the usage).
   const bad = argumentNotUtf8(argv);
-  const badVariable = bad === null ? variableNotUtf8(process.env) : null;
+  const badVariable = bad === null ? variableNotUtf8(process.env, argv) : null;
   if (bad !== null || badVariable !== null) {
     const what = bad !== null ? `argument ${bad + 1}` : `the environment variable ${badVariable}`;
     process.stderr.write(`E_USAGE: ${what} is not valid UTF-8; Knowledge takes names and paths as UTF-8 text (Node would replace the bytes with U+FFFD and name another file)\n${USAGE}\n`);
@@ -819,8 +819,10 @@ function argumentNotUtf8(argv: readonly string[]): number | null {
  * character in a path is almost surely a replaced byte, and using it would
  * silently name another directory (another registry, another store).
  */
-function variableNotUtf8(env: NodeJS.ProcessEnv): string | null {
-  const names = ['KNOWLEDGE_HOME', 'KNOWLEDGE_STORE', 'KNOWLEDGE_GIT', ...(env.KNOWLEDGE_HOME ? [] : ['HOME'])];
+function variableNotUtf8(env: NodeJS.ProcessEnv, argv: readonly string[]): string | null {
+  // KNOWLEDGE_STORE only stands in for --store: with the option given, it is not used.
+  const storeGiven = argv.some((a) => a === '--store' || a.startsWith('--store='));
+  const names = ['KNOWLEDGE_HOME', ...(storeGiven ? [] : ['KNOWLEDGE_STORE']), 'KNOWLEDGE_GIT', ...(env.KNOWLEDGE_HOME ? [] : ['HOME'])];
   const suspects = names.filter((n) => env[n]?.includes('\uFFFD'));
   if (suspects.length === 0) return null;
   let raw: Buffer | null;

@@ -94,7 +94,9 @@ export function renderList(l: ListResult, from: number | 'cursor'): string {
       `${l.records.length} after the cursor, of ${l.total}${l.nextCursor !== null ? `  (next: --cursor ${l.nextCursor})` : ''}\n`;
   }
   if (l.records.length === 0) return pastTheEnd(l.total, from);
-  return l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, from, l.nextOffset);
+  const lines = l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, from, l.nextOffset);
+  // The cursor too, so that a walk begun from this text can go on by cursor.
+  return l.nextCursor !== null ? lines.replace(/\)\n$/, `, or --cursor ${l.nextCursor})\n`) : lines;
 }
 
 export function renderLookup(l: LookupResult): string {

@@ -188,7 +188,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'knowledge_records',
     title: 'List all records',
     description:
-      'The exhaustive inventory of records you can read, newest update first, in pages (default 100, at most 500): pass nextCursor as cursor until it is null. A cursor walk lists each record that stays unchanged throughout it exactly once, whatever others add, update or delete meanwhile; a record updated during the walk moves to the front, before the cursor, so its new version may be missing (walk again for it). Offsets (nextOffset) are positions instead: others\' writes during an offset walk can skip a record or show one twice. Filter by audience, kind, tag or lifecycle.',
+      'The exhaustive inventory of records you can read, newest update first, in pages (default 100, at most 500): pass nextCursor as cursor until it is null. A cursor walk lists each record that stays unchanged throughout it exactly once, whatever others add, update or delete meanwhile; a record updated during the walk moves to the front, before the cursor, so one the walk had not reached yet is missing from it (walk again for it). Offsets (nextOffset) are positions instead: others\' writes during an offset walk can skip a record or show one twice. Filter by audience, kind, tag or lifecycle.',
     input: recordsInput,
     annotations: READ,
     async run(ctx, args) {

@@ -37,7 +37,9 @@ function takeFileLock(file: string): { state: 'held'; db: DB } | { state: 'busy'
   }
   try {
     db.pragma('locking_mode = EXCLUSIVE');
-    db.pragma('synchronous = OFF'); // what it holds does not matter, only the lock
+    // What it holds does not matter, only the lock: no journal file beside it, no fsync.
+    db.pragma('journal_mode = OFF');
+    db.pragma('synchronous = OFF');
     // The first write in EXCLUSIVE mode takes the exclusive lock and keeps it until the connection closes.
     db.exec('BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS holder(pid INTEGER); DELETE FROM holder; INSERT INTO holder VALUES (' + process.pid + '); COMMIT');
     return { state: 'held', db };

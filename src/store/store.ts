@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
-import { KnowledgeError, isDiskFull, isErrnoError, isIoError } from '../errors.js';
+import { KnowledgeError, isKnowledgeError, isDiskFull, isErrnoError, isIoError } from '../errors.js';
 import { crashPoint } from '../faults.js';
 import { openDatabase, getMeta, setMeta, type DB } from './db.js';
 import { storePaths, VAULT_FORMAT, type StorePaths } from './layout.js';
@@ -335,7 +335,15 @@ export function openStore(dir: string, opts: OpenOptions): Store {
   }
   // A registry that does not list the store (another KNOWLEDGE_HOME, or none yet): the store as it was created.
   const settingsNow = (): { settings: StoreSettings; registered: boolean } => {
-    const entry = registry.settingsOf(root, manifest.vaultId);
+    let entry: StoreSettings | undefined;
+    try {
+      entry = registry.settingsOf(root, manifest.vaultId);
+    } catch (err) {
+      // A reader opens a store by its path [LAY-2] also where the registry cannot be read, with the settings the
+      // store keeps itself. A writer may not: the registry's writesEnabled could say no.
+      if (opts.write || !isKnowledgeError(err) || err.code !== 'E_UNAVAILABLE') throw err;
+      entry = undefined;
+    }
     return { settings: entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt }, registered: entry !== undefined };
   };
   let now: { settings: StoreSettings; registered: boolean };
@@ -356,8 +364,16 @@ export function openStore(dir: string, opts: OpenOptions): Store {
       db.close();
       throw err;
     }
-    mkdirDurable(paths.staging);
-    clearStaleTemps(paths.staging);
+    try {
+      mkdirDurable(paths.staging);
+      clearStaleTemps(paths.staging);
+    } catch (err) {
+      // Nothing of this open is kept: the lock (row and file) and the database go with the error.
+      try { releaseWriterLock(db); } catch { /* taken over anyway: the file lock goes below */ }
+      db.close();
+      releaseFileLock();
+      throw err;
+    }
   }
   let closed = false;
   const store: Store = {
