@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
@@ -525,6 +525,33 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
     delete reg.stores[join(sb.dir, 'st')];
     writeFileSync(registry, JSON.stringify(reg));
     expect(cli(sb, ['init', 'st']).code).toBe(0);
+  });
+
+  it('[LAY-3] a state.sqlite of another store put in place of its own: E_UNAVAILABLE for writes and reads, nothing written to the vault', () => {
+    expect(cli(sb, ['init', 'a']).code).toBe(0);
+    expect(cli(sb, ['init', 'b']).code).toBe(0);
+    // B's database, checkpointed (its WAL folded in) so the one file holds all of it; A's WAL and shm go too.
+    const bdb = new Database(join(sb.dir, 'b', 'state.sqlite'));
+    bdb.pragma('wal_checkpoint(TRUNCATE)');
+    bdb.close();
+    for (const suffix of ['', '-wal', '-shm']) {
+      rmSync(join(sb.dir, 'a', `state.sqlite${suffix}`), { force: true });
+      if (existsSync(join(sb.dir, 'b', `state.sqlite${suffix}`))) copyFileSync(join(sb.dir, 'b', `state.sqlite${suffix}`), join(sb.dir, 'a', `state.sqlite${suffix}`));
+    }
+    const vaultA = join(sb.dir, 'a', 'vault');
+    const snapshot = () => readdirSync(vaultA, { recursive: true, withFileTypes: true })
+      .map((e) => { const p = join(e.parentPath, e.name); return `${p}:${e.isFile() ? readFileSync(p, 'base64') : 'dir'}`; })
+      .sort();
+    const before = snapshot();
+    const idA = JSON.parse(readFileSync(join(vaultA, 'vault.json'), 'utf8')).vaultId as string;
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const w = cli(sb, ['publish', '--store', 'a', 'a.md']);
+    expect(w.code, w.stdout).toBe(1);
+    expect(w.stderr.trim()).toMatch(new RegExp(`^E_UNAVAILABLE: store .*: vault.json \\(${idA}\\) does not belong to state.sqlite`));
+    const r = cli(sb, ['activity', '--store', 'a']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stderr.trim()).toMatch(/^E_UNAVAILABLE: .* does not belong to state.sqlite/);
+    expect(snapshot()).toEqual(before);
   });
 
   it('a directory that never was a store is unavailable with a hint to init', () => {
