@@ -139,6 +139,31 @@ describe('[REC-4] revisions and conflicts', () => {
   });
 });
 
+describe('[PUB-1][REC-4] a record edited on disk since Knowledge recorded it', () => {
+  it('[PUB-1][REC-4] revising it is E_CONFLICT "run knowledge scan first", and the whole request writes nothing: not its new record, no activity', () => {
+    write('p.md', '---\nkind: page\ntitle: Edited by hand\n---\nv1\n');
+    const first = publish(['p.md']);
+    expect(first.code, first.stderr).toBe(0);
+    const { id, path } = first.receipt.records[0];
+    // Edited by hand, not scanned: the index still has the published bytes.
+    const edited = `${readFileSync(join(vault, path), 'utf8')}A line added by hand.\n`;
+    writeFileSync(join(vault, path), edited);
+    const files = () => readdirSync(vault, { recursive: true }).map(String).filter((f) => !f.startsWith('.git') && !f.startsWith('.knowledge-history')).sort();
+    const filesBefore = files();
+    const activityBefore = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout);
+    expect(activityBefore).toHaveLength(1);
+    write('new.md', '---\nid: rec-brand-new\nkind: page\ntitle: Brand new\n---\nnew\n');
+    write('rev.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Edited by hand\n---\nv2\n`);
+    const r = publish(['new.md', 'rev.md']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stderr.trim()).toMatch(new RegExp(`^E_CONFLICT: record #2: ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} changed on disk since Knowledge last recorded it; run knowledge scan first$`));
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
+    expect(files()).toEqual(filesBefore);
+    expect(readFileSync(join(vault, path), 'utf8')).toBe(edited);
+    expect(JSON.parse(cli(sb, ['lookup', '--store', 'st', '--json', 'rec-brand-new']).stdout)).toMatchObject({ status: 'missing' });
+  });
+});
+
 describe('[PUB-1] validation writes nothing', () => {
   const cases: Array<[string, string, RegExp]> = [
     ['no frontmatter', 'just text\n', /E_VALIDATION: record #1: /],
