@@ -7,6 +7,9 @@ import { join } from 'node:path';
 import YAML from 'yaml';
 import Database from 'better-sqlite3';
 import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
+import { isKnowledgeError } from '../src/errors.js';
+import type { PublishRequest } from '../src/publish/types.js';
 
 let sb: Sandbox;
 let vault: string;
@@ -535,6 +538,40 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
       const r = publish(args);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr).toMatch(/^E_TOO_LARGE: evidence totals \d+ bytes; attach files over 268435456 bytes with knowledge attach\n$/);
+    }
+    nothingWritten();
+  });
+
+  it('[PUB-1] more than 200 records, or more than 50 evidence files, in one publication is E_TOO_LARGE and writes nothing', () => {
+    const records = Array.from({ length: 201 }, (_, i) => write(`r${i}.md`, `---\nkind: page\ntitle: Page ${i}\n---\nx\n`));
+    const r = publish(records);
+    expect(r.code, r.stdout.slice(0, 200)).toBe(1);
+    expect(r.stderr).toBe('E_TOO_LARGE: at most 200 records per publication\n');
+    nothingWritten();
+    const evidence = Array.from({ length: 51 }, (_, i) => ['--evidence', write(`e${i}.txt`, `source ${i}\n`)]).flat();
+    const e = publish([...evidence, 'r0.md']);
+    expect(e.code, e.stdout.slice(0, 200)).toBe(1);
+    expect(e.stderr).toBe('E_TOO_LARGE: at most 50 evidence files per publication\n');
+    nothingWritten();
+  });
+
+  it('[PUB-1] the core service (under MCP and the Gateway, which skip the CLI\'s check) refuses over 200 records or 50 evidence files with E_TOO_LARGE, writing nothing', async () => {
+    const s = KnowledgeService.open(join(sb.dir, 'st'), { write: true, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    const refused = async (req: PublishRequest): Promise<unknown> => {
+      try {
+        await s.publish(req);
+        return 'accepted';
+      } catch (err) {
+        return isKnowledgeError(err) ? `${err.code}: ${err.message}` : err;
+      }
+    };
+    try {
+      const records = Array.from({ length: 201 }, (_, i) => `---\nkind: page\ntitle: Page ${i}\n---\nx\n`);
+      expect(await refused({ partition: 'private', actor: 'operator', records, evidence: [] })).toBe('E_TOO_LARGE: at most 200 records per publication');
+      const evidence = Array.from({ length: 51 }, (_, i) => ({ name: `e${i}.txt`, bytes: Buffer.from(`source ${i}\n`) }));
+      expect(await refused({ partition: 'private', actor: 'operator', records: records.slice(0, 1), evidence })).toBe('E_TOO_LARGE: at most 50 evidence files per publication');
+    } finally {
+      s.close();
     }
     nothingWritten();
   });
