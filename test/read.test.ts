@@ -377,6 +377,27 @@ describe('[READ-1] keyword search', () => {
     expect(s.listRecords(OP, { tag: 'ops', kind: 'page' }).records.map((r) => r.id)).toEqual(['rec-p']);
   });
 
+  it('[READ-1] a date filter at a record\'s exact updated_at: before excludes it (strictly earlier), after includes it', () => {
+    const first = publish([{ id: 'rec-early', title: 'Early boundary', body: 'boundary word' }]).records[0]!;
+    const second = publish([{ id: 'rec-late', title: 'Late boundary', body: 'boundary word' }]).records[0]!;
+    const updatedAt = (path: string) => /\nupdated_at: "?([^"\n]+)"?\n/.exec(readFileSync(join(vault, path), 'utf8'))![1]!;
+    const early = updatedAt(first.path);
+    const late = updatedAt(second.path);
+    expect(Date.parse(late)).toBeGreaterThan(Date.parse(early));
+    const s = reader();
+    const ids = (q: Parameters<KnowledgeService['search']>[1]) => s.search(OP, q).results.map((r) => r.id).sort();
+    expect(ids({ query: 'boundary' })).toEqual(['rec-early', 'rec-late']);
+    // Before the later one's own instant: the earlier record only.
+    expect(ids({ query: 'boundary', updatedBefore: late })).toEqual(['rec-early']);
+    expect(s.search(OP, { query: 'boundary', updatedBefore: late }).total).toBe(1);
+    // Before the earlier one's own instant: nothing.
+    expect(ids({ query: 'boundary', updatedBefore: early })).toEqual([]);
+    // After (from) an instant includes the record updated at it.
+    expect(ids({ query: 'boundary', updatedAfter: late })).toEqual(['rec-late']);
+    expect(ids({ query: 'boundary', updatedAfter: early })).toEqual(['rec-early', 'rec-late']);
+    expect(ids({ query: 'boundary', updatedAfter: early, updatedBefore: late })).toEqual(['rec-early']);
+  });
+
   it('pages with nextOffset until every match was returned exactly once', () => {
     publish(Array.from({ length: 25 }, (_, i) => ({ id: `rec-${String(i).padStart(2, '0')}`, title: `Paged ${i}`, body: `common word ${i}` })));
     const s = reader();
