@@ -2,6 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { storeSandbox, cli, gitWrapper, userGit, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
+import type { Caller } from '../src/access.js';
 
 /**
  * End-to-end history rules through the CLI, as a user runs them: outages,
@@ -197,5 +199,42 @@ describe('[GIT-10] the user\'s own work in the repository is never touched', () 
     expect(userGit(sb, vault, ['ls-files', '-v', 'private']).trim().split('\n').sort()).toEqual(['H private/plain.md', 'S private/s.md', 'h private/h.md']);
     expect(userGit(sb, vault, ['diff', '--cached', '--name-only']).trim()).toBe('');
     expect(userGit(sb, vault, ['ls-files', '-s', 'private/s.md'])).toContain(userGit(sb, vault, ['rev-parse', 'HEAD:private/s.md']).trim());
+  });
+});
+
+describe('[GIT-20] the history covers the whole vault, every conversation partition too', () => {
+  it('[GIT-20] agents\' conversation publications and the operator\'s private one are all in the branch\'s commits, unfiltered by partition; the documentation says so', async () => {
+    const svc = KnowledgeService.open(join(sb.dir, 'st'), { write: true, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    const conv: Array<{ path: string; commit: string }> = [];
+    try {
+      for (const session of ['s1', 's2']) {
+        const agent: Caller = { kind: 'agent', agentId: 'bot', session };
+        const r = await svc.publishAs(agent, { partition: `conversation:${session}`, records: [`---\nkind: page\ntitle: Said in ${session}\n---\nconversation ${session}\n`], evidence: [] });
+        expect(r.git, JSON.stringify(r.git)).toMatchObject({ state: 'committed' });
+        expect(r.records[0]!.path).toMatch(new RegExp(`^conversations/${session}/`));
+        conv.push({ path: r.records[0]!.path, commit: (r.git as { commit: string }).commit });
+      }
+      expect(await svc.settle()).toEqual([]);
+    } finally {
+      svc.close();
+    }
+    const priv = publishText('---\nkind: page\ntitle: Private note\n---\nprivate\n');
+    expect(priv.git, JSON.stringify(priv.git)).toMatchObject({ state: 'committed' });
+    expect(priv.records[0].path).toMatch(/^private\//);
+    const tree = (rev: string) => userGit(sb, vault, ['ls-tree', '-r', '--name-only', rev]).trim().split('\n');
+    // Each conversation publication's own commit holds its file, and the branch holds every partition's.
+    for (const c of conv) expect(tree(c.commit)).toContain(c.path);
+    const head = tree('main');
+    for (const p of [...conv.map((c) => c.path), priv.records[0].path]) expect(head).toContain(p);
+    for (const c of conv) expect(userGit(sb, vault, ['show', `main:${c.path}`])).toContain('conversation ');
+    expect(userGit(sb, vault, ['status', '--porcelain', '--', 'conversations', 'private']).trim()).toBe('');
+    // The documentation says the history is not scoped to a partition.
+    const flat = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), 'utf8').replace(/\n> ?/g, '\n').replace(/\s+/g, ' ');
+    const guide = flat('docs/local-history.md');
+    expect(guide).toContain('the history covers the whole vault [GIT-20]');
+    expect(guide).toContain('holds every partition, including every conversation partition. Partition access checks (an agent that may read only its own conversation) do **not** filter it.');
+    const readme = flat('README.md');
+    expect(readme).toContain('History reads the whole vault\'s repository, which is not partition-scoped');
+    expect(readme).toContain('the `.git` directory itself covers every partition.');
   });
 });
