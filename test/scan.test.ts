@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { storeSandbox, cli, cliPath, racingGit, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, racingGit, unprivilegedCli, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
@@ -24,6 +24,15 @@ beforeEach(() => {
 afterEach(() => sb.cleanup());
 
 const NO_GIT = { PATH: '/nonexistent-bin' };
+
+/**
+ * Permission tests need a user without root's exemption: this user, or where
+ * the tests run as root, nobody through setpriv (helpers.ts unprivilegedCli).
+ * As root without setpriv they are skipped, saying why.
+ */
+const NO_UNPRIVILEGED = process.getuid?.() === 0 && !spawnSync('sh', ['-c', 'command -v setpriv'], { encoding: 'utf8' }).stdout.trim();
+const UNPRIVILEGED_NOTE = NO_UNPRIVILEGED ? '(SKIPPED: running as root, and setpriv is not available to drop privileges)' : '(as a user without root\'s exemption)';
+if (NO_UNPRIVILEGED) console.log('scan.test.ts: skipping the unreadable folder and file tests: running as root, and setpriv is not available to drop privileges');
 
 /**
  * Past the racy window (plan.ts isRacy, 100 ms): files written before it are
@@ -1074,29 +1083,17 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(codes(again)).toEqual([]);
   });
 
-  it('a folder that cannot be read is reported and what Knowledge recorded under it is kept, not deleted', () => {
+  it.skipIf(NO_UNPRIVILEGED)(`[SCAN-2] a folder that cannot be read is reported and what Knowledge recorded under it is kept, not deleted ${UNPRIVILEGED_NOTE}`, () => {
     put('private/locked/inside.md', record('in', 'Inside'));
     put('private/open.md', record('op', 'Open'));
     scan();
+    // Root reads everything: there the scan runs as an unprivileged user (nobody) instead.
+    const run = unprivilegedCli(sb, 'the unreadable-folder scan test')!;
     chmodSync(join(vault, 'private/locked'), 0o000);
     try {
-      let r: Receipt;
-      if (process.getuid?.() === 0) {
-        // Root reads everything: run the scan as an unprivileged user instead.
-        const setpriv = spawnSync('sh', ['-c', 'command -v setpriv']).stdout.toString().trim();
-        if (!setpriv) {
-          console.log('skipped: running as root and setpriv is not available to drop privileges');
-          return;
-        }
-        spawnSync('chmod', ['-R', 'a+rwX', sb.dir]);
-        chmodSync(join(vault, 'private/locked'), 0o000);
-        const out = spawnSync(setpriv, ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, cliPath, 'scan', '--store', 'st', '--json'],
-          { cwd: sb.dir, env: sb.env, encoding: 'utf8' });
-        expect(out.status, out.stderr).toBe(0);
-        r = JSON.parse(out.stdout) as Receipt;
-      } else {
-        r = scan();
-      }
+      const out = run(['scan', '--store', 'st', '--json']);
+      expect(out.code, out.stderr).toBe(0);
+      const r = JSON.parse(out.stdout) as Receipt;
       expect(codes(r)).toEqual(['unreadable private/locked']);
       expect(r.deleted).toEqual([]);
       expect(r.git).toBeNull();
@@ -1105,6 +1102,36 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     }
     // Readable again: nothing changed.
     expect(scan()).toMatchObject({ deleted: [], added: [], modified: [], diagnostics: [] });
+  });
+
+  it.skipIf(NO_UNPRIVILEGED)(`[SCAN-2] a file that cannot be read is a diagnostic naming it, never the end of the scan: the other files are checkpointed ${UNPRIVILEGED_NOTE}`, () => {
+    put('private/open.md', record('op', 'Open'));
+    scan();
+    put('private/new.md', record('nw', 'New'));
+    put('private/secret.md', record('se', 'Secret'));
+    put('private/open.md', record('op', 'Open', '', 'Edited.\n'));
+    const run = unprivilegedCli(sb, 'the unreadable-file scan test')!;
+    // As nobody (root's case), the vault must be nobody's too, or Git refuses it (safe.directory) and nothing commits.
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) expect(spawnSync('chown', ['-R', '65534:65534', vault]).status).toBe(0);
+    chmodSync(join(vault, 'private/secret.md'), 0o000);
+    let r: Receipt;
+    try {
+      const out = run(['scan', '--store', 'st', '--json']);
+      expect(out.code, out.stderr).toBe(0);
+      r = JSON.parse(out.stdout) as Receipt;
+      expect(r.diagnostics.map((d) => `${d.code} ${d.path}: ${d.reason}`)).toEqual([expect.stringMatching(/^unreadable private\/secret\.md: .*permission denied/)]);
+      expect(r.added).toEqual(['private/new.md']);
+      expect(r.modified).toEqual(['private/open.md']);
+      expect(r.deleted).toEqual([]);
+      expect(r.git, JSON.stringify(r.git)).toMatchObject({ state: 'committed' });
+    } finally {
+      chmodSync(join(vault, 'private/secret.md'), 0o644);
+      if (asRoot) spawnSync('chown', ['-R', `${process.getuid!()}:${process.getgid!()}`, vault]);
+    }
+    expect(tree(r.git!.commit!)).toEqual(['private/new.md', 'private/open.md']);
+    // Readable again: the next scan records it.
+    expect(scan()).toMatchObject({ added: ['private/secret.md'], modified: [], deleted: [], diagnostics: [] });
   });
 });
 
