@@ -152,6 +152,11 @@ const isRoot = process.getuid?.() === 0;
  * Null where that cannot be done (root without setpriv), with the reason
  * printed for `what`, the test that then returns early.
  */
+/** Root without setpriv: tests that must run as a user without root's exemption cannot run; they are skipped, saying so. */
+export const NO_UNPRIVILEGED = isRoot && !spawnSync('sh', ['-c', 'command -v setpriv'], { encoding: 'utf8' }).stdout.trim();
+/** For such a test's title: why it is skipped, or as whom it runs. */
+export const UNPRIVILEGED_NOTE = NO_UNPRIVILEGED ? '(SKIPPED: running as root, and setpriv is not available to drop privileges)' : '(as a user without root\'s exemption)';
+
 export function unprivilegedCli(sb: Sandbox, what: string, uid = 65534): ((args: string[], opts?: { env?: NodeJS.ProcessEnv; input?: string; cleanEnv?: boolean }) => { code: number | null; stdout: string; stderr: string }) | null {
   let prefix: string[] = [];
   if (isRoot) {

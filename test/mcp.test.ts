@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { cli, cliPath, makeSandbox, unprivilegedCli, userGit, type Sandbox } from './helpers.js';
+import { cli, cliPath, makeSandbox, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, userGit, type Sandbox } from './helpers.js';
 
 let sb: Sandbox;
 let store: string;
@@ -120,7 +120,7 @@ describe('knowledge mcp: launching and the tool list', () => {
     expect(missing.stderr).toMatch(/^E_UNAVAILABLE: /);
   });
 
-  it('a registry that cannot be kept where KNOWLEDGE_HOME (or HOME) says is E_UNAVAILABLE at launch, naming KNOWLEDGE_HOME', () => {
+  it.skipIf(NO_UNPRIVILEGED)(`a registry that cannot be kept where KNOWLEDGE_HOME (or HOME) says is E_UNAVAILABLE at launch, naming KNOWLEDGE_HOME ${UNPRIVILEGED_NOTE}`, () => {
     // HOME a file, no KNOWLEDGE_HOME: the registry would be HOME/.knowledge.
     writeFileSync(join(sb.dir, 'home-file'), 'x');
     const r = cli(sb, ['mcp', '--store', 'st', '--agent', 'a1'], { env: { HOME: join(sb.dir, 'home-file'), KNOWLEDGE_HOME: undefined }, input: '' });
@@ -128,8 +128,7 @@ describe('knowledge mcp: launching and the tool list', () => {
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^E_UNAVAILABLE: cannot keep the registry in \S+home-file\/\.knowledge \(KNOWLEDGE_HOME\): ENOTDIR/);
     // A KNOWLEDGE_HOME this user may not write (the registry there names the store, not the agent).
-    const run = unprivilegedCli(sb, 'the unwritable-KNOWLEDGE_HOME launch test');
-    if (!run) return;
+    const run = unprivilegedCli(sb, 'the unwritable-KNOWLEDGE_HOME launch test')!;
     const home = sb.env.KNOWLEDGE_HOME!;
     const before = readFileSync(join(home, 'registry.json'), 'utf8');
     chmodSync(home, 0o555);

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { storeSandbox, cli, cliPath, racingGit, unprivilegedCli, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, racingGit, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
@@ -30,8 +30,6 @@ const NO_GIT = { PATH: '/nonexistent-bin' };
  * the tests run as root, nobody through setpriv (helpers.ts unprivilegedCli).
  * As root without setpriv they are skipped, saying why.
  */
-const NO_UNPRIVILEGED = process.getuid?.() === 0 && !spawnSync('sh', ['-c', 'command -v setpriv'], { encoding: 'utf8' }).stdout.trim();
-const UNPRIVILEGED_NOTE = NO_UNPRIVILEGED ? '(SKIPPED: running as root, and setpriv is not available to drop privileges)' : '(as a user without root\'s exemption)';
 if (NO_UNPRIVILEGED) console.log('scan.test.ts: skipping the unreadable folder and file tests: running as root, and setpriv is not available to drop privileges');
 
 /**

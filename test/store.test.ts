@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { processStartTicks } from '../src/process.js';
 import { openStore } from '../src/store/store.js';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, unprivilegedCli, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, type Sandbox } from './helpers.js';
 
 const canMount = canMountTmpfs('the full-disk store test');
 
@@ -201,11 +201,10 @@ describe('[LAY-1] init and the command line refuse bad arguments with a stable c
     expect(existsSync(join(sb.dir, 'st'))).toBe(false);
   });
 
-  it('a KNOWLEDGE_HOME this user may not write is refused (E_UNAVAILABLE) before the store is created', () => {
+  it.skipIf(NO_UNPRIVILEGED)(`a KNOWLEDGE_HOME this user may not write is refused (E_UNAVAILABLE) before the store is created ${UNPRIVILEGED_NOTE}`, () => {
     const home = sb.env.KNOWLEDGE_HOME!;
     mkdirSync(home);
-    const run = unprivilegedCli(sb, 'the unwritable-KNOWLEDGE_HOME init test');
-    if (!run) return;
+    const run = unprivilegedCli(sb, 'the unwritable-KNOWLEDGE_HOME init test')!;
     chmodSync(home, 0o555);
     try {
       const r = run(['init', 'st', '--json']);
@@ -381,18 +380,12 @@ describe('[LAY-2] the registry changed by several processes at once', () => {
 });
 
 describe('[LAY-2] where the registry is: KNOWLEDGE_HOME, else HOME/.knowledge', () => {
-  it('no HOME and a uid without a passwd entry: E_UNAVAILABLE naming HOME and KNOWLEDGE_HOME (needs root to run as such a uid)', () => {
-    if (process.getuid?.() !== 0) {
-      console.log('skipped the no-home test: needs root to run as a uid without a passwd entry');
-      return;
-    }
-    if (spawnSync('getent', ['passwd', '12345']).status === 0) {
-      console.log('skipped the no-home test: uid 12345 has a passwd entry here');
-      return;
-    }
+  // Running as a uid without a passwd entry needs root (and setpriv), and such a uid.
+  const noHomeSkip = process.getuid?.() !== 0 ? 'not root' : NO_UNPRIVILEGED ? 'no setpriv' : spawnSync('getent', ['passwd', '12345']).status === 0 ? 'uid 12345 has a passwd entry here' : null;
+  if (noHomeSkip) console.log(`store.test.ts: skipping the no-home test: ${noHomeSkip}`);
+  it.skipIf(noHomeSkip !== null)(`no HOME and a uid without a passwd entry: E_UNAVAILABLE naming HOME and KNOWLEDGE_HOME${noHomeSkip ? ` (SKIPPED: ${noHomeSkip})` : ''}`, () => {
     expect(cli(sb, ['init', 'st']).code).toBe(0);
-    const run = unprivilegedCli(sb, 'the no-home test', 12345);
-    if (!run) return;
+    const run = unprivilegedCli(sb, 'the no-home test', 12345)!;
     for (const args of [['list', '--store', 'st'], ['init', 'other']]) {
       const r = run(args, { cleanEnv: true, env: { PATH: process.env.PATH } });
       expect(r.code, args.join(' ')).toBe(1);
@@ -413,7 +406,7 @@ describe('[LAY-2] where the registry is: KNOWLEDGE_HOME, else HOME/.knowledge', 
 });
 
 describe('[LAY-2] a registry that cannot be read is never taken for none', () => {
-  it('a KNOWLEDGE_HOME that may not be searched (EACCES): writes are E_UNAVAILABLE, so a store set read-only there stays read-only; reads go on', () => {
+  it.skipIf(NO_UNPRIVILEGED)(`a KNOWLEDGE_HOME that may not be searched (EACCES): writes are E_UNAVAILABLE, so a store set read-only there stays read-only; reads go on ${UNPRIVILEGED_NOTE}`, () => {
     // Made read-only in the registry (the operator's edit; the store itself was created writable).
     expect(cli(sb, ['init', 'st']).code).toBe(0);
     const home = sb.env.KNOWLEDGE_HOME!;
@@ -422,8 +415,7 @@ describe('[LAY-2] a registry that cannot be read is never taken for none', () =>
     writeFileSync(join(home, 'registry.json'), JSON.stringify(reg));
     writeFileSync(join(sb.dir, 'a.md'), page);
     expect(cli(sb, ['publish', '--store', 'st', 'a.md']).stderr).toMatch(/^E_READ_ONLY: /);
-    const run = unprivilegedCli(sb, 'the unsearchable-registry test');
-    if (!run) return;
+    const run = unprivilegedCli(sb, 'the unsearchable-registry test')!;
     // Root's folder of mode 700 as another user sees it; for the owner itself, readable but not searchable.
     chmodSync(home, process.getuid?.() === 0 ? 0o700 : 0o600);
     try {
