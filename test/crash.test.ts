@@ -30,7 +30,7 @@ function commitsFor(publicationId: string): string[] {
   return userGit(sb, vault, ['log', '--format=%H', `--grep=Knowledge-Publication: ${publicationId}`, 'main']).trim().split('\n').filter(Boolean);
 }
 
-describe('[PUB-2][GIT-6] a publication killed at any point is finished exactly once', () => {
+describe('[PUB-2][PUB-4][GIT-6] a publication killed at any point is finished exactly once (a retry after its install settles it once)', () => {
   for (const point of points) {
     it(`killed ${point}: retrying the request settles it into exactly one commit of its exact bytes`, () => {
       const killed = cli(sb, ['publish', '--store', 'st', '--request-id', RID, '--evidence', 'ev.txt', 'p.md', '--json'], { env: { KNOWLEDGE_CRASH_AT: point } });

@@ -193,6 +193,26 @@ describe('[PUB-1] validation writes nothing', () => {
     });
   }
 
+  it('[REC-1] a relationship whose endpoints are no records of its partition (well-formed ids, evidence cited): E_VALIDATION naming the endpoint, nothing installed', () => {
+    write('ev.txt', 'why they relate\n');
+    write('rel.md', '---\nkind: relationship\nrelationship_type: supports\nfrom: rec-nowhere\nto: rec-nowhere-else\ntitle: x\n---\n');
+    const r = publish(['--evidence', 'ev.txt', 'rel.md']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^E_VALIDATION: record #1: relationship endpoint "rec-nowhere" is not a record of this partition\n$/);
+    expect(existsSync(join(vault, 'private'))).toBe(false);
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toEqual([]);
+  });
+
+  it('[Appendix A] activity --json: each entry is kind, id, createdAt (a UTC ISO timestamp), actor, git, detail', () => {
+    write('ok.md', '---\nkind: page\ntitle: Listed\n---\nbody\n');
+    expect(publish(['ok.md']).code).toBe(0);
+    const entries = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<Record<string, unknown>>;
+    expect(entries).toHaveLength(1);
+    expect(Object.keys(entries[0]!).sort()).toEqual(['actor', 'createdAt', 'detail', 'git', 'id', 'kind']);
+    expect(entries[0]).toMatchObject({ kind: 'publication', actor: 'operator', git: { state: 'committed' } });
+    expect(entries[0]!.createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  });
+
   it('usage errors exit 2', () => {
     expect(cli(sb, ['publish', '--store', 'st']).code).toBe(2);
     expect(cli(sb, ['publish', '--store', 'st', '--bogus', 'x.md']).code).toBe(2);

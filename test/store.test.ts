@@ -47,6 +47,31 @@ describe('[LAY-1] init creates the store layout', () => {
   });
 });
 
+describe('[LAY-1] the store found where --store (or KNOWLEDGE_STORE) says', () => {
+  it('KNOWLEDGE_STORE stands in for --store', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const r = cli(sb, ['publish', '--json', 'a.md'], { env: { KNOWLEDGE_STORE: 'st' } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ kind: 'publication', git: { state: 'committed' } });
+    expect(JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout).total).toBe(1);
+  });
+
+  it('a vault.json that is not a Knowledge vault manifest (another format) is E_UNAVAILABLE, and nothing is written', () => {
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const manifest = join(sb.dir, 'st', 'vault', 'vault.json');
+    const m = JSON.parse(readFileSync(manifest, 'utf8')) as Record<string, unknown>;
+    writeFileSync(manifest, JSON.stringify({ ...m, format: 'something-else-v1' }));
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    for (const args of [['publish', '--store', 'st', 'a.md'], ['scan', '--store', 'st'], ['list', '--store', 'st']]) {
+      const r = cli(sb, args);
+      expect(r.code, args[0]).toBe(1);
+      expect(r.stderr, args[0]).toMatch(/^E_UNAVAILABLE: vault manifest \S+vault\.json is unreadable: not a knowledge vault manifest/);
+    }
+    expect(readdirSync(join(sb.dir, 'st', 'vault')).sort()).toEqual(['.knowledge-history', 'vault.json']);
+  });
+});
+
 describe('[LAY-1] init and the command line refuse bad arguments with a stable code, writing nothing', () => {
   const entries = () => readdirSync(sb.dir).sort();
 
