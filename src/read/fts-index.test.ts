@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { migrate, type DB } from '../store/db.js';
 import { lookupRecord } from './lookup.js';
 import { searchRecords } from './search.js';
-import { findBacklinks } from './record.js';
+import { findBacklinks, requireVisible } from './record.js';
 import { listRecords } from './inventory.js';
 import { parseListQuery, parseSearchQuery } from './query.js';
 
@@ -117,6 +117,10 @@ describe('[READ-1] the FTS index follows the records table', () => {
     db.prepare("INSERT INTO duplicate_record_ids(id, path, partition, found_at) VALUES ('dup', 'private/pages/other.md', 'private', 't')").run();
     expect(lookupRecord(db, 'all', 'dup')).toEqual({ status: 'missing' });
     expect(lookupRecord(db, 'all', 'Twice')).toEqual({ status: 'missing' });
+    // Reading it by id says why, even with its row still in records (defence in depth: scans drop such rows).
+    expect(() => requireVisible(db, 'all', 'dup')).toThrow(/record id dup is claimed by more than one file; see the scan diagnostics \[REC-3\]/);
+    db.prepare("DELETE FROM duplicate_record_ids WHERE id = 'dup'").run();
+    expect(requireVisible(db, 'all', 'dup').id).toBe('dup');
   });
 });
 
