@@ -18,9 +18,10 @@ function summaryLine(r: RecordSummary): string {
   return `${r.id}  ${r.kind.padEnd(12)} r${r.revision}  ${r.lifecycle.padEnd(10)} ${r.title}  (${r.partition}, ${r.path})`;
 }
 
-function page(shown: number, total: number, offset: number, next: number | null): string {
+/** The page line; `cursor`, where the page has one, names the next page by cursor as well. */
+function page(shown: number, total: number, offset: number, next: number | null, cursor: string | null = null): string {
   if (total === 0) return '';
-  return `${offset + 1}-${offset + shown} of ${total}${next !== null ? `  (next: --offset ${next})` : ''}\n`;
+  return `${offset + 1}-${offset + shown} of ${total}${next !== null ? `  (next: --offset ${next}${cursor !== null ? `, or --cursor ${cursor}` : ''})` : ''}\n`;
 }
 
 /** A page past the last: an offset at or beyond the total. */
@@ -94,9 +95,8 @@ export function renderList(l: ListResult, from: number | 'cursor'): string {
       `${l.records.length} after the cursor, of ${l.total}${l.nextCursor !== null ? `  (next: --cursor ${l.nextCursor})` : ''}\n`;
   }
   if (l.records.length === 0) return pastTheEnd(l.total, from);
-  const lines = l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, from, l.nextOffset);
   // The cursor too, so that a walk begun from this text can go on by cursor.
-  return l.nextCursor !== null ? lines.replace(/\)\n$/, `, or --cursor ${l.nextCursor})\n`) : lines;
+  return l.records.map(summaryLine).join('\n') + '\n' + page(l.records.length, l.total, from, l.nextOffset, l.nextCursor);
 }
 
 export function renderLookup(l: LookupResult): string {

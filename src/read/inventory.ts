@@ -77,20 +77,22 @@ function listInSnapshot(db: DB, readable: 'all' | PartitionId[], q: ParsedList):
       rows = ids.map((id) => byId.get(id)).filter((r): r is PlacedRow => r !== undefined);
     }
   } else {
-    const where = whereSql([partitionClause(readable), ...filterClauses(q)]);
+    const clauses = [partitionClause(readable), ...filterClauses(q)];
+    const where = whereSql(clauses);
     total = (db.prepare(`SELECT count(*) AS n FROM records r ${where.sql}`).get(...where.params) as { n: number }).n;
     if (total === 0 || skip >= total) return { ...EMPTY, total };
-    const paged = whereSql([partitionClause(readable), ...filterClauses(q), after]);
+    const paged = whereSql([...clauses, after]);
     rows = db.prepare(`SELECT ${PLACED_COLUMNS} FROM records r ${paged.sql} ORDER BY ${UPDATED_ORDER} LIMIT ? OFFSET ?`)
       .all(...paged.params, take, skip) as PlacedRow[];
   }
-  const more = after ? rows.length > q.limit : nextOffset(q.offset, rows.length, total) !== null;
   const page = rows.slice(0, q.limit);
+  const next = after ? null : nextOffset(q.offset, page.length, total);
+  const more = after ? rows.length > q.limit : next !== null;
   const last = page[page.length - 1];
   return {
     records: page.map(toSummary),
     total,
-    nextOffset: after ? null : nextOffset(q.offset, page.length, total),
+    nextOffset: next,
     nextCursor: more && last ? encodeListCursor({ updatedKey: last.ukey, id: last.id }) : null,
   };
 }

@@ -346,35 +346,31 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     }
     return { settings: entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt }, registered: entry !== undefined };
   };
+  let writer = false;
+  let releaseFileLock = () => {};
+  /** What this open holds, given back: the writer lock (its row, then its file) and the database. */
+  const release = () => {
+    if (writer) {
+      try { releaseWriterLock(db); } catch { /* the lock of a dead pid is taken over anyway */ }
+    }
+    db.close();
+    releaseFileLock();
+  };
   let now: { settings: StoreSettings; registered: boolean };
   try {
     now = settingsNow();
+    if (opts.write) {
+      releaseFileLock = acquireWriterLock(db, opts.command ?? `knowledge ${process.argv.slice(2, 3).join(' ')}`.trim(), paths.writerLock);
+      writer = true;
+      mkdirDurable(paths.staging);
+      clearStaleTemps(paths.staging);
+    }
   } catch (err) {
-    db.close();
+    // Nothing of an open that failed is kept.
+    release();
     throw err;
   }
   const { settings, registered } = now;
-  let writer = false;
-  let releaseFileLock = () => {};
-  if (opts.write) {
-    try {
-      releaseFileLock = acquireWriterLock(db, opts.command ?? `knowledge ${process.argv.slice(2, 3).join(' ')}`.trim(), paths.writerLock);
-      writer = true;
-    } catch (err) {
-      db.close();
-      throw err;
-    }
-    try {
-      mkdirDurable(paths.staging);
-      clearStaleTemps(paths.staging);
-    } catch (err) {
-      // Nothing of this open is kept: the lock (row and file) and the database go with the error.
-      try { releaseWriterLock(db); } catch { /* taken over anyway: the file lock goes below */ }
-      db.close();
-      releaseFileLock();
-      throw err;
-    }
-  }
   let closed = false;
   const store: Store = {
     paths,
@@ -390,11 +386,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     close() {
       if (closed) return;
       closed = true;
-      if (writer) {
-        try { releaseWriterLock(db); } catch { /* the lock of a dead pid is taken over anyway */ }
-      }
-      db.close();
-      releaseFileLock();
+      release();
     },
   };
   return store;
