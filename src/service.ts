@@ -41,6 +41,7 @@ import { runScan } from './scan/scan.js';
 import { scanActivity, scanReceipt } from './scan/receipt.js';
 import type { ScanProgress, ScanReceipt } from './scan/types.js';
 import { REQUEST_ID_MATCH, requestIdForms } from './request-id.js';
+import { nowIso } from './clock.js';
 
 export interface ServiceOptions {
   /** Take the single-writer lock (every command that may write). */
@@ -233,7 +234,7 @@ export class KnowledgeService {
     if (this.store.db.prepare(`SELECT 1 FROM attachments WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(requestId)) !== undefined) {
       throw new KnowledgeError('E_CONFLICT', `request id ${requestId} was already used for an attachment`);
     }
-    const now = new Date().toISOString();
+    const now = nowIso();
     const publicationId = newPublicationId();
     const planned = planPublication(this.store, { ...req, requestId }, { requestId, publicationId, hash, now });
     journal(this.store, planned);
@@ -299,13 +300,13 @@ export class KnowledgeService {
    */
   attachStart(req: AttachStartRequest): AttachmentStatus {
     this.requireWriter();
-    return statusOf(startUpload(this.store.db, checkStartRequest(req), new Date().toISOString()));
+    return statusOf(startUpload(this.store.db, checkStartRequest(req), nowIso()));
   }
 
   /** Commit one chunk at `offset` (in order; a retried chunk is not stored twice) [ATT-1]. */
   attachChunk(id: string, offset: number, bytes: Buffer): AttachmentStatus {
     this.requireWriter();
-    return statusOf(appendChunk(this.store, id, offset, bytes, new Date().toISOString()));
+    return statusOf(appendChunk(this.store, id, offset, bytes, nowIso()));
   }
 
   /** Where an upload stands, by attachment id or request id. */

@@ -674,3 +674,36 @@ describe('[PUB-3] a publication writes only regular files in real folders of the
     expect(activity()).toHaveLength(1);
   });
 });
+
+/** libfaketime's wrapper (Debian's `faketime`), which sets the clock a process reads; .ci/run installs it. */
+const FAKETIME = spawnSync('sh', ['-c', 'command -v faketime'], { encoding: 'utf8' }).stdout.trim();
+
+describe('[PUB-1] a system clock past the year 9999', () => {
+  // 10000-01-01T00:00:00Z: records, receipts and Git's dates have four-digit years.
+  const atYear10000 = (args: string[]) => {
+    const r = spawnSync(FAKETIME, ['@253402300800', process.execPath, cliPath, ...args], { cwd: sb.dir, env: sb.env, encoding: 'utf8', timeout: 120_000 });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+
+  it.skipIf(!FAKETIME)(`is refused with E_UNAVAILABLE naming the clock, and nothing is written${FAKETIME ? '' : ' (SKIPPED: faketime is not installed: apt-get install faketime)'}`, () => {
+    write('p.md', '---\nid: a-page\nkind: page\ntitle: A page\n---\nBody\n');
+    expect(publish(['p.md']).code).toBe(0);
+    const file = join(vault, 'private', 'pages');
+    const before = { activity: cli(sb, ['activity', '--store', 'st', '--json']).stdout, log: userGit(sb, vault, ['log', '--format=%H']) };
+    write('p2.md', '---\nid: a-page\nkind: page\nrevision: 1\ntitle: A page, revised\n---\nBody\n');
+    write('other.md', '---\nid: b-page\nkind: page\ntitle: Another\n---\nBody\n');
+    writeFileSync(join(vault, 'hand.md'), 'made by hand\n');
+    for (const args of [['publish', '--store', 'st', 'p2.md'], ['publish', '--store', 'st', 'other.md'], ['scan', '--store', 'st'], ['attach', '--store', 'st', 'other.md'], ['init', 'st2']]) {
+      const r = atYear10000(args);
+      expect(r.code, `${args[0]}: ${r.stderr}`).not.toBe(0);
+      expect(r.stderr).toMatch(/^E_UNAVAILABLE: the system clock reads \+010000-01-01T00:00:\d\d\.\d{3}Z, past the year 9999 .*set the clock/);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    }
+    expect(existsSync(join(sb.dir, 'st2'))).toBe(false);
+    expect(readdirSync(file, { recursive: true }).filter((n) => String(n).endsWith('.md'))).toHaveLength(1);
+    expect(cli(sb, ['activity', '--store', 'st', '--json']).stdout).toBe(before.activity);
+    expect(userGit(sb, vault, ['log', '--format=%H'])).toBe(before.log);
+    // The same commands with the clock set right work.
+    expect(publish(['p2.md', 'other.md']).code).toBe(0);
+  });
+});

@@ -40,6 +40,7 @@ import { loadAttachment, noteFailure, resetUpload, type AttachmentRow } from './
 import { ioError } from './io-error.js';
 import { ATTACH_LIMITS, type AttachmentReceipt } from './types.js';
 import { clipCodePoints } from '../git/commit-stream.js';
+import { nowIso } from '../clock.js';
 
 
 /** The planned source of a verified upload: where it goes and what history keeps [GIT-9]. */
@@ -70,7 +71,7 @@ export function completeUpload(store: Store, id: string): AttachmentRow {
       received: row.received, size: row.size,
     });
   }
-  const now = new Date().toISOString();
+  const now = nowIso();
   try {
     return settle(store, row, part, now);
   } catch (err) {

@@ -11,6 +11,7 @@ import { checkStartRequest } from './request.js';
 import { startUpload, appendRun, findAttachment } from './upload.js';
 import { openRegularFile, hashOpenFile, readAt, assertUnchanged, closeFile } from './file-source.js';
 import { ATTACH_LIMITS, type AttachFileOptions } from './types.js';
+import { nowIso } from '../clock.js';
 
 export interface FileUpload {
   attachmentId: string;
@@ -40,7 +41,7 @@ export function uploadFile(store: Store, path: string, opts: AttachFileOptions):
       mediaType: opts.mediaType,
       attribution: opts.attribution,
     });
-    const row = startUpload(store.db, req, new Date().toISOString());
+    const row = startUpload(store.db, req, nowIso());
     const resumedFrom = row.state === 'completed' ? row.size : row.received;
     if (row.state === 'receiving' && resumedFrom < size) {
       const buf = Buffer.allocUnsafe(Math.min(chunk, size));
@@ -54,7 +55,7 @@ export function uploadFile(store: Store, path: string, opts: AttachFileOptions):
         }
       };
       try {
-        appendRun(store, row, chunks(), { groupBytes: group, now: () => new Date().toISOString() });
+        appendRun(store, row, chunks(), { groupBytes: group, now: () => nowIso() });
         assertUnchanged(f, path);
       } catch (err) {
         if (err instanceof KnowledgeError && err.code === 'E_IO') {

@@ -17,6 +17,7 @@ import { maintainRepository } from '../git/maintenance.js';
 import type { BatchChange, BatchForCommit, BlobIds, GitState, PendingCode } from '../git/types.js';
 import { isDiskFull } from '../errors.js';
 import { crashPoint } from '../faults.js';
+import { nowIso } from '../clock.js';
 
 export type BatchKind = 'publication' | 'scan' | 'attachment';
 export type BatchActor = 'agent' | 'operator' | 'external';
@@ -229,7 +230,7 @@ export async function drainAccepted(store: Store, runner: GitRunner, opts: Drain
       : { state: 'pending', code: 'git-error', reason: `the checkpoint could not be made or recorded: ${msg}; resume to retry` };
     try {
       store.db.prepare("UPDATE batches SET last_state = 'pending', last_code = ?, last_reason = ?, attempted_at = ? WHERE batch_id = (SELECT MIN(batch_id) FROM batches WHERE state = 'queued')")
-        .run(state.code, state.reason, new Date().toISOString());
+        .run(state.code, state.reason, nowIso());
       return null; // recorded: every receipt derives its state from it
     } catch {
       return state; // the same full disk: only the caller's receipt can say it
@@ -385,7 +386,7 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
           ...(pre ? { preloaded: pre } : {}),
         })
         : { state: 'unavailable', reason: det.reason };
-      const now = new Date().toISOString();
+      const now = nowIso();
       // The search for an earlier attempt ran (or was not needed): from now on this writer's own records say it all.
       if (outcome.state === 'committed') searched.add(store);
       // A failed step may have moved the branch without a record (a ref transaction whose answer was lost

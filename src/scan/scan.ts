@@ -30,6 +30,7 @@ import { startBlobPreload, type BlobPreload } from '../git/blob-preload.js';
 import type { ReadFile, RetriedCheckpoint, ScanDiagnostic, ScanProgress, ScanReceipt } from './types.js';
 import { newId } from '../request-id.js';
 import { claimantsPhrase } from '../read/duplicates.js';
+import { nowIso } from '../clock.js';
 
 export interface ScanOptions {
   /** One partition id; all the caller may scan when omitted. */
@@ -75,7 +76,7 @@ async function scanNow(store: Store, runner: GitRunner, opts: ScanOptions): Prom
   const partitionDiags: ScanDiagnostic[] = [];
   const partitions = resolvePartitions(store, opts.caller, opts.partition, partitionDiags);
   const scanId = newScanId();
-  const createdAt = new Date().toISOString();
+  const createdAt = nowIso();
 
   // [GIT-16, SCAN-3] Waiting checkpoints first, in order.
   // All of them are retried; an agent's receipt lists those of partitions it may read [SURF-3].

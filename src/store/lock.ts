@@ -18,6 +18,7 @@ import Database from 'better-sqlite3';
 import type { DB } from './db.js';
 import { KnowledgeError } from '../errors.js';
 import { processAlive, processStartTicks } from '../process.js';
+import { nowIso } from '../clock.js';
 
 export { processAlive, processStartTicks };
 
@@ -81,7 +82,7 @@ export function acquireWriterLock(db: DB, command: string, lockFile: string): ()
         `INSERT INTO writer_lock(id, pid, start_ticks, host, command, acquired_at) VALUES (1, ?, ?, ?, ?, ?)
          ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, start_ticks = excluded.start_ticks, host = excluded.host,
            command = excluded.command, acquired_at = excluded.acquired_at`,
-      ).run(me, processStartTicks(me), host, command, new Date().toISOString());
+      ).run(me, processStartTicks(me), host, command, nowIso());
     }).immediate();
   } catch (err) {
     releaseFile();

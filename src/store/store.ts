@@ -14,6 +14,7 @@ import { openDatabase, getMeta, setMeta, type DB } from './db.js';
 import { storePaths, VAULT_FORMAT, type StorePaths } from './layout.js';
 import { Registry, knowledgeHome, type StoreSettings } from './registry.js';
 import { acquireWriterLock, releaseWriterLock } from './lock.js';
+import { nowIso } from '../clock.js';
 
 export interface VaultManifest {
   format: typeof VAULT_FORMAT;
@@ -90,7 +91,7 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
   const resumed = unfinished !== null && unfinished !== 'no-id' ? unfinished : null;
   const manifest: VaultManifest = resumed
     ? { format: VAULT_FORMAT, vaultId: resumed.vaultId, createdAt: resumed.createdAt }
-    : { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: new Date().toISOString() };
+    : { format: VAULT_FORMAT, vaultId: randomUUID(), createdAt: nowIso() };
   const writesEnabled = resumed ? resumed.writesEnabled : !opts.readOnly;
   try {
     mkdirDurable(paths.vault);
@@ -161,7 +162,7 @@ function unfinishedInit(paths: StorePaths): { vaultId: string; createdAt: string
       return empty ? 'no-id' : null;
     }
     if (meta(INIT_UNFINISHED_META) !== '1') return null;
-    return { vaultId, createdAt: meta('created_at') ?? new Date().toISOString(), writesEnabled: meta(WRITES_ENABLED_META) !== '0' };
+    return { vaultId, createdAt: meta('created_at') ?? nowIso(), writesEnabled: meta(WRITES_ENABLED_META) !== '0' };
   } catch {
     return null;
   } finally {
