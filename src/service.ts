@@ -15,11 +15,10 @@ import { journal, loadJournal } from './publish/journal.js';
 import { install } from './publish/install.js';
 import { acknowledge } from './publish/acknowledge.js';
 import type { PublicationReceipt, PublishRequest } from './publish/types.js';
-import { acceptedGitState, batchGitState, drainAccepted, drainSettled, takeAfterReceiptNotes } from './checkpoint/outbox.js';
+import { acceptedGitState, drainAccepted, drainSettled, takeAfterReceiptNotes } from './checkpoint/outbox.js';
 import { closeLongLived } from './git/long-lived.js';
 import { verifyStore, type VerifyReport } from './checkpoint/verify.js';
 import type { GitState } from './git/types.js';
-import type { DB } from './store/db.js';
 import { crashPoint } from './faults.js';
 import { canAccessPartition, readablePartitions, requireNotSandboxed, type Caller } from './access.js';
 import { parseListQuery, parseLookupKey, parseSearchQuery, isFullCommitId } from './read/query.js';
@@ -35,13 +34,14 @@ import { checkStartRequest } from './attach/request.js';
 import { appendChunk, loadAttachment, startUpload, statusOf, sweepCompletedParts } from './attach/upload.js';
 import { completeUpload } from './attach/complete.js';
 import { uploadFile } from './attach/from-file.js';
-import { attachmentActivity, attachmentReceipt } from './attach/receipt.js';
+import { attachmentReceipt } from './attach/receipt.js';
 import type { AttachFileOptions, AttachFileResult, AttachmentReceipt, AttachmentStatus, AttachStartRequest } from './attach/types.js';
 import { runScan } from './scan/scan.js';
-import { scanActivity, scanReceipt } from './scan/receipt.js';
+import { scanReceipt } from './scan/receipt.js';
 import type { ScanProgress, ScanReceipt } from './scan/types.js';
 import { REQUEST_ID_MATCH, requestIdForms } from './request-id.js';
 import { nowIso } from './clock.js';
+import { activityPage, activityStart, type ActivityEntry } from './activity.js';
 
 export interface ServiceOptions {
   /** Take the single-writer lock (every command that may write). */
@@ -51,15 +51,7 @@ export interface ServiceOptions {
   git?: GitRunnerOptions;
 }
 
-export interface ActivityEntry {
-  kind: 'publication' | 'attachment' | 'scan';
-  id: string;
-  createdAt: string;
-  actor: string;
-  git: GitState;
-  /** Extra, kind-specific facts (partition, counts, failure). */
-  detail?: Record<string, unknown>;
-}
+export type { ActivityEntry } from './activity.js';
 
 export class KnowledgeService {
   readonly runner: GitRunner;
@@ -494,47 +486,16 @@ export class KnowledgeService {
   }
 
   /**
-   * Newest first (Appendix A): `limit` entries after the newest `offset`, so
-   * every entry can be reached page by page. One read snapshot, so pages
-   * asked one after the other line up unless something new arrived.
+   * Newest first (Appendix A): `limit` entries after the newest `offset`, or
+   * after the entry whose `cursor` is given (src/activity.ts), so every entry
+   * can be reached page by page. One read snapshot.
    */
-  activity(limit = 500, offset = 0): ActivityEntry[] {
-    return this.store.db.transaction(() => this.activityPage(limit, offset)).deferred();
-  }
-
-  private activityPage(limit: number, offset: number): ActivityEntry[] {
-    // Each kind's newest offset + limit, merged: the page is the slice of their merge.
-    const upTo = offset + limit;
-    const rows = this.store.db.prepare(
-      `SELECT p.publication_id, p.created_at, p.actor, p.partition, p.batch_id, p.status, p.failure
-       FROM publications p ORDER BY p.created_at DESC, p.rowid DESC LIMIT ?`,
-    ).all(upTo) as Array<{ publication_id: string; created_at: string; actor: string; partition: string; batch_id: number | null; status: string; failure: string | null }>;
-    return rows.map((r): ActivityEntry => ({
-      kind: 'publication' as const,
-      id: r.publication_id,
-      createdAt: r.created_at,
-      actor: r.actor,
-      git: publicationGitState(this.store.db, r),
-      detail: { partition: r.partition, status: r.status },
-    })).concat(attachmentActivity(this.store.db, upTo), scanActivity(this.store.db, upTo))
-      .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0))
-      .slice(offset, upTo);
+  activity(limit = 500, offset = 0, cursor?: string): ActivityEntry[] {
+    const after = activityStart(offset, cursor);
+    return this.store.db.transaction(() => activityPage(this.store.db, limit, offset, after)).deferred();
   }
 }
 
-/** A publication's Git state in Activity, whatever became of it. */
-function publicationGitState(db: DB, r: { publication_id: string; batch_id: number | null; status: string; failure: string | null }): GitState {
-  if (r.status === 'acknowledged') return batchGitState(db, r.batch_id);
-  // Its install was refused (a file it would write changed on disk after it was journaled): no retry applies it.
-  if (r.status === 'abandoned') {
-    return { state: 'pending', code: 'abandoned', reason: `abandoned, never acknowledged, so never checkpointed: ${r.failure ?? 'its install was refused'}; files it installed before that stay on disk (a scan records them as outside edits), its bytes are kept in state.sqlite, and a retry cannot apply it: publish it again (with a new request id)` };
-  }
-  // Cut short before its install was acknowledged (a crash): Git has nothing to do with it yet.
-  if (r.status === 'journaled' && !r.failure) {
-    return { state: 'pending', code: 'waiting', reason: `journaled, not finished yet (its files installed and acknowledged): the next writer to open the store, or knowledge resume ${r.publication_id}, finishes it` };
-  }
-  return { state: 'pending', code: 'git-error', reason: r.failure ?? `publication is ${r.status}` };
-}
 
 /** `dev:ino` of a file (which file it is, not what it holds), or null when it cannot be looked at. */
 function inodeOf(path: string): string | null {

@@ -420,7 +420,19 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     // The CLI pages the same way, and says on stderr that there are more.
     const cliPage = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '2', '--offset', '2']);
     expect((JSON.parse(cliPage.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(2, 4));
-    expect(cliPage.stderr).toBe('the newest 3–4 entries; older ones: --offset 4\n');
+    const cliEntries = JSON.parse(cliPage.stdout) as Array<{ id: string; cursor: string }>;
+    expect(cliPage.stderr).toBe(`the newest 3–4 entries; older ones: --offset 4, or --cursor ${cliEntries[1]!.cursor}\n`);
+    // By cursor, over HTTP and from the CLI: the entries after the one whose cursor is given.
+    const byCursor = await json(app.request(`/api/activity?limit=2&cursor=${cliEntries[1]!.cursor}`));
+    expect((byCursor.body as unknown as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(4, 6));
+    expect((await json(app.request(`/api/activity?offset=2&cursor=${cliEntries[1]!.cursor}`))).status).toBe(400);
+    expect((await json(app.request('/api/activity?cursor=nonsense'))).status).toBe(400);
+    const cliNext = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '1', '--cursor', cliEntries[1]!.cursor]);
+    const next = JSON.parse(cliNext.stdout) as Array<{ id: string; cursor: string }>;
+    expect(next.map((e) => e.id)).toEqual(ids.slice(4, 5));
+    expect(cliNext.stderr).toBe(ids.length > 5 ? `the next 1 after the cursor; older ones: --cursor ${next[0]!.cursor}\n` : '');
+    const badCursor = cli(sb, ['activity', '--store', 'st', '--cursor', 'nonsense']);
+    expect([badCursor.code, badCursor.stderr]).toEqual([1, 'E_VALIDATION: cursor must be the cursor of an activity entry\n']);
     // Exactly the last entries: no promise of older ones.
     const last = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '2', '--offset', String(ids.length - 2)]);
     expect((JSON.parse(last.stdout) as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(-2));

@@ -203,12 +203,13 @@ describe('[PUB-1] validation writes nothing', () => {
     expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toEqual([]);
   });
 
-  it('[Appendix A] activity --json: each entry is kind, id, createdAt (a UTC ISO timestamp), actor, git, detail', () => {
+  it('[Appendix A] activity --json: each entry is kind, id, createdAt (a UTC ISO timestamp), actor, git, detail, and the cursor of the entries after it', () => {
     write('ok.md', '---\nkind: page\ntitle: Listed\n---\nbody\n');
     expect(publish(['ok.md']).code).toBe(0);
     const entries = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<Record<string, unknown>>;
     expect(entries).toHaveLength(1);
-    expect(Object.keys(entries[0]!).sort()).toEqual(['actor', 'createdAt', 'detail', 'git', 'id', 'kind']);
+    expect(Object.keys(entries[0]!).sort()).toEqual(['actor', 'createdAt', 'cursor', 'detail', 'git', 'id', 'kind']);
+    expect(entries[0]!.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
     expect(entries[0]).toMatchObject({ kind: 'publication', actor: 'operator', git: { state: 'committed' } });
     expect(entries[0]!.createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
   });

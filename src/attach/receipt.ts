@@ -36,32 +36,29 @@ export interface AttachmentActivity {
   detail: Record<string, unknown>;
 }
 
-/** Attachments for the activity view, newest first; unfinished uploads say how far they got. */
-export function attachmentActivity(db: DB, limit: number): AttachmentActivity[] {
-  const rows = db.prepare('SELECT * FROM attachments ORDER BY created_at DESC, rowid DESC LIMIT ?').all(limit) as AttachmentRow[];
-  return rows.map((r) => {
-    const receipt = r.receipt ? (JSON.parse(r.receipt) as AttachmentReceipt) : null;
-    const git: GitState = r.state === 'completed'
-      ? batchGitState(db, r.batch_id)
-      : { state: 'pending', code: 'waiting', reason: r.failure ?? (r.received < r.size
-        ? `upload incomplete: ${r.received} of ${r.size} bytes received`
-        : `all ${r.size} bytes received, not yet installed: knowledge resume ${r.attachment_id} finishes it`) };
-    return {
-      kind: 'attachment' as const,
-      id: r.attachment_id,
-      createdAt: r.created_at,
-      actor: r.actor,
-      git,
-      detail: {
-        partition: r.partition,
-        status: r.state,
-        requestId: r.request_id,
-        filename: r.filename,
-        size: r.size,
-        received: r.received,
-        ...(receipt ? { sourceId: receipt.sourceId, path: receipt.path, inHistory: receipt.inHistory } : {}),
-        ...(r.failure ? { failure: r.failure } : {}),
-      },
-    };
-  });
+/** An attachment's activity entry (src/activity.ts reads the rows); an unfinished upload says how far it got. */
+export function attachmentEntry(db: DB, r: AttachmentRow): AttachmentActivity {
+  const receipt = r.receipt ? (JSON.parse(r.receipt) as AttachmentReceipt) : null;
+  const git: GitState = r.state === 'completed'
+    ? batchGitState(db, r.batch_id)
+    : { state: 'pending', code: 'waiting', reason: r.failure ?? (r.received < r.size
+      ? `upload incomplete: ${r.received} of ${r.size} bytes received`
+      : `all ${r.size} bytes received, not yet installed: knowledge resume ${r.attachment_id} finishes it`) };
+  return {
+    kind: 'attachment' as const,
+    id: r.attachment_id,
+    createdAt: r.created_at,
+    actor: r.actor,
+    git,
+    detail: {
+      partition: r.partition,
+      status: r.state,
+      requestId: r.request_id,
+      filename: r.filename,
+      size: r.size,
+      received: r.received,
+      ...(receipt ? { sourceId: receipt.sourceId, path: receipt.path, inHistory: receipt.inHistory } : {}),
+      ...(r.failure ? { failure: r.failure } : {}),
+    },
+  };
 }

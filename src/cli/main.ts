@@ -32,7 +32,7 @@ const USAGE = `usage:
   knowledge scan    --store DIR [--partition ID] [--json]
   knowledge resume  --store DIR PUBLICATION_ID|ATTACHMENT_ID [--json]
   knowledge receipt --store DIR PUBLICATION_ID|ATTACHMENT_ID|REQUEST_ID|SCAN_ID [--json]
-  knowledge activity --store DIR [--limit N] [--offset N] [--json]
+  knowledge activity --store DIR [--limit N] [--offset N | --cursor C] [--json]
   knowledge verify  --store DIR [--json]
   knowledge history --store DIR RECORD_ID [--from COMMIT --to COMMIT] [--json]
   knowledge show    --store DIR RECORD_ID [--json]
@@ -349,17 +349,24 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return report.ok ? 0 : 1;
       }
       case 'activity': {
-        const { values, positionals } = parse(rest, { limit: { type: 'string' }, offset: { type: 'string' } });
+        const { values, positionals } = parse(rest, { limit: { type: 'string' }, offset: { type: 'string' }, cursor: { type: 'string' } });
         const dir = storeDir(values, env);
         if (positionals.length !== 0) throw new UsageError('activity takes no arguments');
         const limit = wholeOption(values.limit as string | undefined, 'limit', 1, 100_000, 500);
         const offset = wholeOption(values.offset as string | undefined, 'offset', 0, 100_000_000, 0);
+        const cursor = values.cursor as string | undefined;
         // One more than shown: whether older entries exist.
-        const asked = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit + 1, offset));
+        const asked = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit + 1, offset, cursor));
         const entries = asked.slice(0, limit);
-        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || (offset ? 'no entries this far back\n' : 'no activity yet\n'));
+        const empty = cursor !== undefined ? 'nothing older than this cursor\n' : offset ? 'no entries this far back\n' : 'no activity yet\n';
+        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || empty);
         // Older entries are a page further: said where a person reads, never inside --json output.
-        if (asked.length > limit) out.stderr(`the newest ${offset + 1}–${offset + limit} entries; older ones: --offset ${offset + limit}\n`);
+        if (asked.length > limit) {
+          const next = `--cursor ${entries[entries.length - 1]!.cursor}`;
+          out.stderr(cursor !== undefined
+            ? `the next ${limit} after the cursor; older ones: ${next}\n`
+            : `the newest ${offset + 1}–${offset + limit} entries; older ones: --offset ${offset + limit}, or ${next}\n`);
+        }
         return 0;
       }
       // Reading [READ-1][READ-2]: the CLI reads as the operator (every partition).

@@ -232,8 +232,8 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
 
   // --- Activity & issues [SURF-2][GIT-14][GIT-16] --------------------------------
   app.get('/api/activity', (c) => {
-    const p = readParams(c.req.url, ['limit', 'offset']);
-    return c.json(svc.activity(intParam(p, 'limit', 1, 500, 200), intParam(p, 'offset', 0, MAX_OFFSET, 0)));
+    const p = readParams(c.req.url, ['limit', 'offset', 'cursor']);
+    return c.json(svc.activity(intParam(p, 'limit', 1, 500, 200), intParam(p, 'offset', 0, MAX_OFFSET, 0), p.cursor));
   });
 
   app.get('/api/publications/:id', (c) => {

@@ -291,25 +291,37 @@ export interface ListPosition {
 const MAX_CURSOR_LENGTH = 1024;
 const UPDATED_KEY_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-/** The opaque cursor naming `p`: base64url of a small JSON array. */
+/** An opaque cursor: base64url of a small JSON array (a place in some order). */
+export function encodeCursor(parts: Array<string | number>): string {
+  return Buffer.from(JSON.stringify(parts), 'utf8').toString('base64url');
+}
+
+/**
+ * The array an `encodeCursor` cursor holds, when `valid` takes it; otherwise
+ * E_VALIDATION saying `expected` (what a cursor is taken from).
+ */
+export function decodeCursor(cursor: unknown, expected: string, valid: (v: unknown[]) => boolean): unknown[] {
+  const refuse = (): never => bad(`cursor must be ${expected}`);
+  if (typeof cursor !== 'string' || cursor === '' || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) refuse();
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(cursor as string, 'base64url').toString('utf8'));
+  } catch {
+    refuse();
+  }
+  if (!Array.isArray(v) || !valid(v)) refuse();
+  return v as unknown[];
+}
+
+/** The opaque cursor naming `p`. */
 export function encodeListCursor(p: ListPosition): string {
-  return Buffer.from(JSON.stringify([p.updatedKey, p.id]), 'utf8').toString('base64url');
+  return encodeCursor([p.updatedKey, p.id]);
 }
 
 function decodeListCursor(cursor: unknown): ListPosition {
-  if (typeof cursor !== 'string' || cursor === '' || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) {
-    bad('cursor must be the nextCursor of an earlier list page');
-  }
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    bad('cursor must be the nextCursor of an earlier list page');
-  }
-  if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || !UPDATED_KEY_RE.test(v[0]) || typeof v[1] !== 'string' || v[1] === '') {
-    bad('cursor must be the nextCursor of an earlier list page');
-  }
-  return { updatedKey: v[0], id: v[1] };
+  const v = decodeCursor(cursor, 'the nextCursor of an earlier list page',
+    (a) => a.length === 2 && typeof a[0] === 'string' && UPDATED_KEY_RE.test(a[0]) && typeof a[1] === 'string' && a[1] !== '');
+  return { updatedKey: v[0] as string, id: v[1] as string };
 }
 
 export function parseListQuery(input: unknown): ParsedList {

@@ -11,7 +11,7 @@ import { batchGitState } from '../checkpoint/outbox.js';
 import type { GitState } from '../git/types.js';
 import type { ScanReceipt } from './types.js';
 
-interface ScanRow { scan_id: string; partition: string; caller: string; created_at: string; batch_id: number | null; receipt: string }
+export interface ScanRow { scan_id: string; partition: string; caller: string; created_at: string; batch_id: number | null; receipt: string }
 
 function refresh(db: DB, row: ScanRow): ScanReceipt {
   const r = JSON.parse(row.receipt) as ScanReceipt;
@@ -35,27 +35,24 @@ export interface ScanActivity {
   detail: Record<string, unknown>;
 }
 
-/** Scans for the activity view, newest first. */
-export function scanActivity(db: DB, limit: number): ScanActivity[] {
-  const rows = db.prepare('SELECT * FROM scans ORDER BY created_at DESC, rowid DESC LIMIT ?').all(limit) as ScanRow[];
-  return rows.map((row) => {
-    const r = JSON.parse(row.receipt) as ScanReceipt;
-    return {
-      kind: 'scan' as const,
-      id: row.scan_id,
-      createdAt: row.created_at,
-      actor: 'external',
-      git: row.batch_id === null ? { state: 'pending', code: 'git-error', reason: 'scan has no checkpoint' } : batchGitState(db, row.batch_id),
-      detail: {
-        partition: row.partition,
-        caller: row.caller,
-        baseline: r.baseline,
-        added: r.added.length,
-        modified: r.modified.length,
-        deleted: r.deleted.length,
-        renamed: r.renamed.length,
-        diagnostics: r.diagnostics.length,
-      },
-    };
-  });
+/** A scan's activity entry (src/activity.ts reads the rows). */
+export function scanEntry(db: DB, row: ScanRow): ScanActivity {
+  const r = JSON.parse(row.receipt) as ScanReceipt;
+  return {
+    kind: 'scan' as const,
+    id: row.scan_id,
+    createdAt: row.created_at,
+    actor: 'external',
+    git: row.batch_id === null ? { state: 'pending', code: 'git-error', reason: 'scan has no checkpoint' } : batchGitState(db, row.batch_id),
+    detail: {
+      partition: row.partition,
+      caller: row.caller,
+      baseline: r.baseline,
+      added: r.added.length,
+      modified: r.modified.length,
+      deleted: r.deleted.length,
+      renamed: r.renamed.length,
+      diagnostics: r.diagnostics.length,
+    },
+  };
 }

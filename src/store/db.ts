@@ -26,9 +26,10 @@ import m016 from './migrations/016-broken-record-revision.js';
 import m017 from './migrations/017-blocked-claims.js';
 import m018 from './migrations/018-source-descriptor.js';
 import m019 from './migrations/019-revision-floors.js';
+import m020 from './migrations/020-publications-created.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016, m017, m018, m019];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016, m017, m018, m019, m020];
 
 export const SCHEMA_VERSION = migrations.length;
 
