@@ -44,8 +44,24 @@ export function linkUnsupported(err: unknown): boolean {
   return code === 'EPERM' || code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'ENOSYS';
 }
 
+/** The most bytes of the target's name a temp name keeps: with its suffix it stays far under any NAME_MAX (255 bytes). */
+const TEMP_NAME_BASE_BYTES = 100;
+
+/**
+ * A unique temp name beside `base`: `.<base>.<pid>.<random>.tmp`, with `base`
+ * cut to its first 100 bytes (whole characters), so that a target whose own
+ * name is near the file system's limit (a hand-made file of 255 bytes, say)
+ * still has a temp name that fits.
+ */
 export function tempName(base: string): string {
-  return `.${base}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  let kept = '';
+  let bytes = 0;
+  for (const ch of base) {
+    bytes += Buffer.byteLength(ch, 'utf8');
+    if (bytes > TEMP_NAME_BASE_BYTES) break;
+    kept += ch;
+  }
+  return `.${kept}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
 }
 
 /** Write bytes to `target` atomically and durably. `stagingDir` must be on the same filesystem. */

@@ -258,12 +258,19 @@ export class KnowledgeService {
   /** [GIT-16] retry one publication's checkpoint, committing every earlier waiting batch first. */
   async resume(publicationId: string): Promise<PublicationReceipt> {
     this.requireWriter();
-    const row = this.store.db.prepare(`SELECT publication_id, status, batch_id FROM publications WHERE publication_id = ? OR ${REQUEST_ID_MATCH}`).get(publicationId, ...requestIdForms(publicationId)) as
-      | { publication_id: string; status: string; batch_id: number | null }
+    const row = this.store.db.prepare(`SELECT publication_id, request_id, status, batch_id FROM publications WHERE publication_id = ? OR ${REQUEST_ID_MATCH}`).get(publicationId, ...requestIdForms(publicationId)) as
+      | { publication_id: string; request_id: string; status: string; batch_id: number | null }
       | undefined;
     if (!row) throw new KnowledgeError('E_NOT_FOUND', `no publication ${publicationId}`);
     let batchId = row.batch_id;
-    if (row.status === 'journaled') batchId = this.installAndAcknowledge(row.publication_id);
+    if (row.status === 'journaled') {
+      try {
+        batchId = this.installAndAcknowledge(row.publication_id);
+      } catch (err) {
+        // Coded as a publication's own failure after its journal is: E_IO for the file system's errors, not E_INTERNAL.
+        throw keptButUnfinished(err, row.publication_id, row.request_id);
+      }
+    }
     const failure = batchId !== null ? await drainAccepted(this.store, this.runner, { through: batchId }) : null;
     return this.publicationReceipt(publicationId, failure);
   }

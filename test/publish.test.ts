@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import Database from 'better-sqlite3';
-import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, userGit, unprivilegedCli, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { isKnowledgeError } from '../src/errors.js';
 import type { PublishRequest } from '../src/publish/types.js';
@@ -353,6 +353,27 @@ describe('[PUB-5] a failure after the journal names the publication and its requ
     expect(JSON.parse(resumed.stdout)).toMatchObject({ publicationId: m![1], requestId: m![2], git: { state: 'committed' } });
     expect((JSON.parse(cli(sb, ['list', '--store', 'st', '--json']).stdout) as { records: Array<{ title: string }> }).records.map((r) => r.title)).toEqual(['Kept']);
     expect(userGit(sb, vault, ['log', '--format=%s']).trim().split('\n')).toHaveLength(1);
+  });
+});
+
+describe('[PUB-5] resume that fails again', () => {
+  it.skipIf(NO_UNPRIVILEGED)(`says what publish says: the file system's error is E_IO naming both ids, not E_INTERNAL ${UNPRIVILEGED_NOTE}`, () => {
+    write('p.md', '---\nkind: page\ntitle: Resume me\n---\nx\n');
+    const run = unprivilegedCli(sb, 'the resume-fails-again test')!;
+    const killed = run(['publish', '--store', 'st', '--request-id', '5e0e5e0e-0000-4000-8000-000000000001', 'p.md'], { env: { KNOWLEDGE_CRASH_AT: 'after-journal' } });
+    expect(killed.code, killed.stderr).toBeNull();
+    const id = (JSON.parse(run(['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>)[0]!.id;
+    chmodSync(vault, 0o555); // no folder can be made in the vault: its install fails with EACCES
+    const again = run(['resume', '--store', 'st', id]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(new RegExp(`^E_IO: publication ${id} \\(request 5e0e5e0e-0000-4000-8000-000000000001\\) is journaled and kept, but could not be installed and acknowledged: EACCES: .*; finish it with \`knowledge resume ${id}\``));
+    chmodSync(vault, 0o777);
+    const done = run(['resume', '--store', 'st', '--json', id]);
+    expect(done.code, done.stderr).toBe(0);
+    // Installed and acknowledged (its checkpoint waits: the repository is root's, this user's git calls it dubious).
+    const receipt = JSON.parse(done.stdout) as { publicationId: string; records: Array<{ path: string }> };
+    expect(receipt.publicationId).toBe(id);
+    expect(readFileSync(join(vault, receipt.records[0]!.path), 'utf8')).toMatch(/title: Resume me/);
   });
 });
 
@@ -706,5 +727,25 @@ describe('[PUB-1] a system clock past the year 9999', () => {
     expect(userGit(sb, vault, ['log', '--format=%H'])).toBe(before.log);
     // The same commands with the clock set right work.
     expect(publish(['p2.md', 'other.md']).code).toBe(0);
+  });
+});
+
+describe('[PUB-3][PUB-1] a hand-made record whose file name is near the file system\'s 255-byte limit', () => {
+  it('is revised in place: the install\'s temp name is cut to fit (was ENAMETOOLONG, a publication stuck for good)', () => {
+    const folder = join(vault, 'private', 'n');
+    mkdirSync(folder, { recursive: true });
+    const names = ['語'.repeat(84) + '.md', 'a'.repeat(232) + '.md']; // 255 and 235 bytes
+    names.forEach((name, i) => writeFileSync(join(folder, name),
+      `---\nformat: knowledge-record-v1\nid: long-${i}\nrevision: 1\nkind: page\ntitle: Long name ${i}\nrecorded_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\nscope: private\nlifecycle: active\n---\nbody\n`));
+    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+    names.forEach((name, i) => {
+      write(`r${i}.md`, `---\nid: long-${i}\nrevision: 1\nkind: page\ntitle: Long name ${i}\n---\nrevised ${i}\n`);
+      const r = publish([`r${i}.md`]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.receipt.records[0]).toMatchObject({ id: `long-${i}`, revision: 2, path: `private/n/${name}` });
+      expect(readFileSync(join(folder, name), 'utf8')).toMatch(new RegExp(`revised ${i}\\n$`));
+    });
+    expect(readdirSync(folder).sort()).toEqual([...names].sort());
+    expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
   });
 });
