@@ -5,5 +5,5 @@
  * the whole table, plans included — 0.2 s at 100k publications.
  */
 export default `
-  CREATE INDEX publications_created ON publications(created_at);
+  CREATE INDEX IF NOT EXISTS publications_created ON publications(created_at);
 `;
