@@ -1056,6 +1056,19 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no']).trim()).toBe('');
   });
 
+  it('a name Git takes for .git by neither of its rules alone (an HFS-ignored code point in git~1, or before a trailing dot) is committed, and enters an index that protects both', () => {
+    const zwnj = '\u200c'; // ignored by HFS+; a name starting with it is not a hidden name
+    put(`private/g${zwnj}it~1/a.md`, record('a', 'A'));
+    put(`private/${zwnj}.git./b.md`, record('b', 'B'));
+    put(`private/${zwnj}.git/c.md`, record('c', 'C')); // .git on HFS+: still refused
+    const r = scan();
+    expect(r.added).toEqual([`private/${zwnj}.git./b.md`, `private/g${zwnj}it~1/a.md`].sort());
+    expect(codes(r)).toEqual([`invalid-name private/${zwnj}.git/c.md`]);
+    expect(userGit(sb, vault, ['-c', 'core.quotePath=false', 'ls-tree', '-r', '--name-only', r.git!.commit!]).trim().split('\n').sort()).toEqual(r.added);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--untracked-files=no']).trim()).toBe('');
+    userGit(sb, vault, ['-c', 'core.protectNTFS=true', '-c', 'core.protectHFS=true', 'read-tree', r.git!.commit!]); // throws if git refused a path
+  });
+
   it('a file over 256 MiB is reported as too-large and never read; the rest of the scan commits, and what was recorded of it is kept', () => {
     put('private/kept.md', record('kept', 'Kept'));
     put('private/edited.md', record('ed', 'Edited'));

@@ -94,19 +94,32 @@ export function quotePath(path: string): Buffer {
 /** Code points HFS+ ignores in names (git's utf8.c next_hfs_char): ".g\u200cit" is ".git" there. */
 const HFS_IGNORED_SET = '[\\u200c-\\u200f\\u202a-\\u202e\\u206a-\\u206f\\ufeff]';
 const HFS_IGNORED = new RegExp(HFS_IGNORED_SET, 'gu');
-/** A component starting with `.` or `g` once those are left out: the only ones isGitDirAlias can accept. */
-const MAYBE_ALIAS = new RegExp(`(?:^|/)${HFS_IGNORED_SET}*[.gG]`, 'u');
+/**
+ * A component with a part starting with `.` or `g` once those are left out (a part: the component, or what follows
+ * one of its backslashes): the only ones isGitDirAlias can accept.
+ */
+const MAYBE_ALIAS = new RegExp(`(?:^|/|\\\\)${HFS_IGNORED_SET}*[.gG]`, 'u');
+/** git's path.c is_ntfs_dotgit: `.git` or `git~1` (ASCII, any case), then only dots and spaces up to the end or a `:` (an NTFS stream). */
+const NTFS_DOTGIT = /^(?:\.git|git~1)[. ]*(?::|$)/i;
 
 /**
  * Whether a path component is one Git's index refuses as `.git` by another
- * name (core.protectNTFS, on by default: `git~1`, trailing dots or spaces;
- * core.protectHFS: ignorable code points), or `.git` itself. Such a path
- * could be committed but never enter a user's index, whose next commit would
- * then delete it [GIT-10].
+ * name, or `.git` itself (read-cache.c verify_path), under either rule, each
+ * as Git applies it — never the two combined:
+ * - core.protectNTFS (on by default; is_ntfs_dotgit): `.git` or `git~1`, any
+ *   ASCII case, with trailing dots or spaces or an NTFS stream suffix (`:…`),
+ *   at the start of the component or after a backslash in it (a separator
+ *   on Windows);
+ * - core.protectHFS (on by default on macOS; is_hfs_dotgit): `.git`, any
+ *   ASCII case, once the code points HFS+ ignores are left out — nothing may
+ *   follow it, and `git~1` is no alias there.
+ * So `g\u200cit~1` and `.g\u200cit.` are ordinary names, which `git add`
+ * takes with both protections on. A refused path could be committed but
+ * never enter a user's index, whose next commit would then delete it [GIT-10].
  */
 export function isGitDirAlias(component: string): boolean {
-  const c = component.replace(HFS_IGNORED, '').toLowerCase();
-  return /^(?:\.git|git~1)[. ]*(?::.*)?$/.test(c);
+  if (/^\.git$/i.test(component.replace(HFS_IGNORED, ''))) return true;
+  return component.split('\\').some((part) => NTFS_DOTGIT.test(part));
 }
 
 /**

@@ -35,6 +35,13 @@ describe('what a scan ignores is fixed [SCAN-1]', () => {
       expect(pathProblem(p), p).toBeNull();
     }
   });
+  it('applies Git\'s HFS and NTFS rules each on its own, as git 2.39 with core.protectHFS and core.protectNTFS does: never the two combined', () => {
+    // Each checked against `git -c core.protectNTFS=true -c core.protectHFS=true update-index --add`.
+    const refused = ['.git', '.GIT', '.git. ', '.git:x', 'GiT~1 .:', '.g\u200cit', '\u200c.git', '.git\u200c', '.GI\ufeffT', '\u202e.git', '.\u206fg\u206ei\u206dt\ufeff'];
+    const accepted = ['g\u200cit~1', '\u200cgit~1', 'git~1\u200c', 'g\u200dit~1:x', '.g\u200cit.', '.g\u200cit ', '.g\u200cit:x', '\u200c.git.', '.git\u200c.', '.g\u200cit~1', '.git~1', 'git~1~', '.gıt', '.gİt'];
+    for (const c of refused) expect(pathProblem(`private/${c}/a.md`), JSON.stringify(c)).toMatch(/Git takes .* for its own \.git folder/);
+    for (const c of accepted) expect(pathProblem(`private/${c}/a.md`), JSON.stringify(c)).toBeNull();
+  });
   it('shows bytes that are not UTF-8 as \\xNN and keeps the rest', () => {
     expect(showRawName(Buffer.from([0x61, 0xff, 0xc3, 0xa9, 0x2e, 0x6d, 0x64]))).toBe('a\\xffé.md');
   });
