@@ -311,6 +311,35 @@ describe('knowledge_publish_batch', () => {
     expect(readdirSync(vault).filter((f) => f === 'private')).toEqual([]);
   });
 
+  it('a lone UTF-16 surrogate in evidence text, name or attribution is E_VALIDATION naming the field; nothing is written (was: U+FFFD stored)', async () => {
+    const s = await connect(['--agent', 'bot']);
+    const page = [{ kind: 'page', title: 'x' }];
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['knowledge_remember', { claim: 'remember claim two', source_text: 'src \udfff text' }, /^source_text holds a lone UTF-16 surrogate \(\\udfff\)/],
+      ['knowledge_remember', { claim: 'c', source_text: 't', source_name: 'n\ud800.txt' }, /^source_name holds a lone UTF-16 surrogate \(\\ud800\)/],
+      ['knowledge_remember', { claim: 'c', source_text: 't', attribution: 'me \udc00' }, /^attribution holds a lone UTF-16 surrogate \(\\udc00\)/],
+      ['knowledge_publish_batch', { records: page, evidence: [{ name: 'a.txt', text: 'src \udfff text' }] }, /^evidence #1 \("a\.txt"\): text holds a lone UTF-16 surrogate \(\\udfff\)/],
+      ['knowledge_publish_batch', { records: page, evidence: [{ name: 'ok.txt', text: 'fine' }, { name: 'a\ud800.txt', text: 't' }] }, /^evidence #2: name holds a lone UTF-16 surrogate \(\\ud800\)/],
+      ['knowledge_publish_batch', { records: page, evidence: [{ name: 'a.txt', text: 't', attribution: '\udbff' }] }, /^evidence #1 \("a\.txt"\): attribution holds a lone UTF-16 surrogate \(\\udbff\)/],
+    ];
+    for (const [tool, args, message] of cases) {
+      const e = await s.fail(tool, args);
+      expect(e.code, `${tool} ${e.message}`).toBe('E_VALIDATION');
+      expect(e.message).toMatch(message);
+    }
+    // A well-formed pair is one character, and kept.
+    const ok = await s.ok('knowledge_remember', { claim: 'emoji', source_text: 'a \ud83d\ude00 b', attribution: '\ud83d\ude00' });
+    expect(readFileSync(join(vault, ok.evidence[0].path), 'utf8')).toBe('a \u{1f600} b');
+    expect(readdirSync(join(vault, 'private', 'evidence'), { recursive: true }).filter((f) => String(f).endsWith('.yaml'))).toHaveLength(1);
+
+    const bytes = Buffer.from('x');
+    const decl = { request_id: randomUUID(), filename: 'f.txt', size: 1, sha256: sha(bytes) };
+    expect(await s.fail('knowledge_attach', { ...decl, filename: 'f\udfff.txt' })).toMatchObject({ code: 'E_VALIDATION', message: expect.stringMatching(/^filename holds a lone UTF-16 surrogate \(\\udfff\)/) });
+    expect(await s.fail('knowledge_attach', { ...decl, attribution: 'x\ud800' })).toMatchObject({ code: 'E_VALIDATION', message: expect.stringMatching(/^attribution holds a lone UTF-16 surrogate \(\\ud800\)/) });
+    // Nothing was started under the request id: the well-formed declaration is no conflict.
+    expect((await s.ok('knowledge_attach', { ...decl, offset: 0, data_base64: bytes.toString('base64') })).kind).toBe('attachment');
+  });
+
   it('a message over the transport limit is refused with E_TOO_LARGE and the server keeps serving', async () => {
     const s = await connect(['--agent', 'bot']);
     await expect(s.call('knowledge_publish_batch', { records: [{ kind: 'page', title: 'x' }], evidence: [{ name: 'a', text: 'x'.repeat(17 * 1024 * 1024) }] }))

@@ -87,6 +87,9 @@ describe('[ATT-1] checkStartRequest parses a start request once, at the boundary
     ['an unknown partition', { partition: 'public' }, 'E_VALIDATION'],
     ['an unknown actor', { actor: 'robot' as never }, 'E_VALIDATION'],
     ['an attribution over the limit', { attribution: 'x'.repeat(ATTACH_LIMITS.attributionBytes + 1) }, 'E_VALIDATION'],
+    // No Unicode text: UTF-8 would store U+FFFD in its place.
+    ['a file name holding a lone surrogate', { filename: 'a\udfff.pdf' }, 'E_VALIDATION'],
+    ['an attribution holding a lone surrogate', { attribution: 'me \ud800' }, 'E_VALIDATION'],
   ];
   for (const [name, change, code] of bad) {
     it(`refuses ${name} with ${code}`, () => {

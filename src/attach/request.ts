@@ -10,6 +10,7 @@ import { isUuid } from '../publish/validate.js';
 import { ATTACH_LIMITS, type AttachStartRequest, type CheckedStart } from './types.js';
 import { newId } from '../request-id.js';
 import { normalizeMediaType } from '../evidence/media.js';
+import { loneSurrogateProblem } from '../records/record.js';
 
 const SHA256_RE = /^[0-9a-f]{64}$/i;
 
@@ -33,6 +34,8 @@ export function checkStartRequest(req: AttachStartRequest): CheckedStart {
   if (/[/\\]/.test(filename) || [...filename].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f)) {
     throw new KnowledgeError('E_VALIDATION', `filename ${JSON.stringify(filename)} must be a plain file name (no directories or control characters)`);
   }
+  const loneInName = loneSurrogateProblem('filename', filename);
+  if (loneInName !== null) throw new KnowledgeError('E_VALIDATION', loneInName);
   if (Buffer.byteLength(filename, 'utf8') > ATTACH_LIMITS.filenameBytes) {
     throw new KnowledgeError('E_VALIDATION', `filename is longer than ${ATTACH_LIMITS.filenameBytes} bytes`);
   }
@@ -50,6 +53,8 @@ export function checkStartRequest(req: AttachStartRequest): CheckedStart {
   if (typeof attribution !== 'string' || Buffer.byteLength(attribution, 'utf8') > ATTACH_LIMITS.attributionBytes) {
     throw new KnowledgeError('E_VALIDATION', `attribution must be a string of at most ${ATTACH_LIMITS.attributionBytes} bytes`);
   }
+  const loneInAttribution = loneSurrogateProblem('attribution', attribution);
+  if (loneInAttribution !== null) throw new KnowledgeError('E_VALIDATION', loneInAttribution);
   const sha256 = req.sha256.toLowerCase();
   const hash = createHash('sha256')
     .update(JSON.stringify({ partition, actor: req.actor, filename, size: req.size, sha256, mediaType, attribution }))

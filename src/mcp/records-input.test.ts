@@ -118,6 +118,12 @@ describe('inline evidence', () => {
     expect(codeOf(() => evidenceFromItems([{ name: 'a' }]))).toBe('E_VALIDATION');
   });
 
+  it('refuses text holding a lone surrogate (UTF-8 would keep U+FFFD in its place), naming the item and field', () => {
+    expect(() => evidenceFromItems([{ name: 'a.txt', text: 'src \udfff text' }])).toThrow(/^evidence #1 \("a\.txt"\): text holds a lone UTF-16 surrogate \(\\udfff\)/);
+    expect(codeOf(() => evidenceFromItems([{ name: 'a.txt', text: 'src \udfff text' }]))).toBe('E_VALIDATION');
+    expect(evidenceFromItems([{ name: 'a.txt', text: '\ud83d\ude00' }]).evidence[0]!.bytes).toEqual(Buffer.from('😀', 'utf8'));
+  });
+
   it('is E_TOO_LARGE past the inline limit of one call', () => {
     const half = 'x'.repeat(MCP_LIMITS.inlineEvidenceBytes / 2);
     expect(codeOf(() => evidenceFromItems([{ name: 'a', text: half }, { name: 'b', text: half }]))).toBeUndefined();
@@ -126,6 +132,15 @@ describe('inline evidence', () => {
 });
 
 describe('knowledge_remember', () => {
+  it('refuses a lone surrogate in source_text, source_name or attribution, naming the argument', () => {
+    for (const [field, args] of [
+      ['source_text', { source_text: 'a\udfff' }], ['source_name', { source_text: 't', source_name: 'n\ud800' }], ['attribution', { source_text: 't', attribution: '\udc00' }],
+    ] as const) {
+      expect(() => rememberParts({ claim: 'c', ...args }), field).toThrow(new RegExp(`^${field} holds a lone UTF-16 surrogate`));
+      expect(codeOf(() => rememberParts({ claim: 'c', ...args })), field).toBe('E_VALIDATION');
+    }
+  });
+
   it('makes one fact claim citing its source text (with the quote), the source kept as source.txt', () => {
     const { records, evidence } = rememberParts({ claim: 'The build uses Node 20', source_text: 'We pinned Node 20.', quote: 'pinned Node 20', tags: ['ci'] });
     expect(evidence).toEqual([{ name: 'source.txt', bytes: Buffer.from('We pinned Node 20.') }]);

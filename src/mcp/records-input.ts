@@ -6,7 +6,7 @@
  */
 import { yaml } from '../yaml-lazy.js';
 import { KnowledgeError } from '../errors.js';
-import { MAX_YAML_DEPTH, collectionDepth, sha256Hex } from '../records/record.js';
+import { MAX_YAML_DEPTH, collectionDepth, loneSurrogateProblem, sha256Hex } from '../records/record.js';
 import { sourceIdFor } from '../evidence/source.js';
 import type { EvidenceInput } from '../publish/types.js';
 import { MCP_LIMITS, type EvidenceItemInput, type MarkdownRecordInput, type RememberInput, type StructuredRecordInput } from './schemas.js';
@@ -42,6 +42,9 @@ export function evidenceFromItems(items: readonly EvidenceItemInput[]): { eviden
     if (/[/\\]/.test(item.name) || item.name === '.' || item.name === '..') bad(`${label}: name must be a plain file name, without directories`);
     if (sourceByName.has(item.name)) bad(`${label}: two evidence items are named ${JSON.stringify(item.name)}; citations could not tell them apart`);
     if ((item.text === undefined) === (item.base64 === undefined)) bad(`${label}: give exactly one of "text" or "base64"`);
+    // UTF-8 has no bytes for a lone surrogate: encoded, it would be kept as U+FFFD, the original altered.
+    const lone = item.text !== undefined ? loneSurrogateProblem(`${label}: text`, item.text) : null;
+    if (lone !== null) bad(lone);
     const bytes = item.text !== undefined ? Buffer.from(item.text, 'utf8') : decodeBase64(item.base64!, `${label} base64`);
     total += bytes.length;
     if (total > MCP_LIMITS.inlineEvidenceBytes) {
@@ -125,6 +128,11 @@ export function recordTexts(records: ReadonlyArray<MarkdownRecordInput | Structu
 /** knowledge_remember: one claim citing its source text. */
 export function rememberParts(input: RememberInput): { records: string[]; evidence: EvidenceInput[] } {
   const name = input.source_name ?? 'source.txt';
+  // Named as this tool's arguments are (the core would say "evidence #1").
+  for (const [field, value] of [['source_text', input.source_text], ['source_name', name], ['attribution', input.attribution]] as const) {
+    const lone = value !== undefined ? loneSurrogateProblem(field, value) : null;
+    if (lone !== null) bad(lone);
+  }
   const { evidence, sourceByName } = evidenceFromItems([
     { name, text: input.source_text, ...(input.attribution !== undefined ? { attribution: input.attribution } : {}) },
   ]);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
-import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft } from '../records/record.js';
+import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft, loneSurrogateProblem } from '../records/record.js';
 import { recordPath, isSafeRelativePath, NamesAnyCase } from '../records/filename.js';
 import { onDiskAt, requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
@@ -75,8 +75,14 @@ export function checkRequestShape(req: PublishRequest): { partition: PartitionId
   req.records.forEach((t, i) => {
     if (Buffer.byteLength(t, 'utf8') > LIMITS.recordBytes) throw new KnowledgeError('E_TOO_LARGE', `record #${i + 1} is larger than ${LIMITS.recordBytes} bytes`);
   });
-  // A declared type is checked as an attachment's is (evidence/media.ts), not taken as any text [GIT-9].
-  req.evidence.forEach((e, i) => labelled(`evidence #${i + 1} (${e.name})`, () => normalizeMediaType(e.mediaType)));
+  req.evidence.forEach((e, i) => {
+    // Kept in the descriptor and the index as text: a lone surrogate is no character, refused as in a record [REC-3].
+    const lone = loneSurrogateProblem(`evidence #${i + 1}: name`, e.name)
+      ?? (e.attribution !== undefined ? loneSurrogateProblem(`evidence #${i + 1} (${JSON.stringify(e.name)}): attribution`, e.attribution) : null);
+    if (lone !== null) throw new KnowledgeError('E_VALIDATION', lone);
+    // A declared type is checked as an attachment's is (evidence/media.ts), not taken as any text [GIT-9].
+    labelled(`evidence #${i + 1} (${e.name})`, () => normalizeMediaType(e.mediaType));
+  });
   return { partition, requestId: (req.requestId ?? randomUUID()).toLowerCase() };
 }
 

@@ -294,8 +294,8 @@ function lineOfOffset(text: string, offset: number): number {
  */
 export function parseRecordText(text: string): ParseResult {
   if (typeof text !== 'string') return fail('record is not text');
-  const lone = LONE_SURROGATE.exec(text);
-  if (lone) return fail(`record text holds a lone UTF-16 surrogate (${surrogateName(lone[0])}), which is no Unicode character (UTF-8 cannot hold it)`);
+  const lone = loneSurrogateProblem('record text', text);
+  if (lone !== null) return fail(lone);
   if (text.startsWith('\uFEFF')) {
     return fail('record starts with a byte order mark (BOM); it must begin with a "---" line');
   }
@@ -360,7 +360,7 @@ export function parseRecordText(text: string): ParseResult {
   const illFormed = firstIllFormed(data);
   if (illFormed !== null) {
     const shown = illFormed.length > 60 ? `${illFormed.slice(0, 60)}…` : illFormed;
-    return fail(`invalid YAML frontmatter: ${JSON.stringify(shown)} holds a lone UTF-16 surrogate (${surrogateName(LONE_SURROGATE.exec(illFormed)![0])}), which is no Unicode character (UTF-8 cannot hold it)`);
+    return fail(loneSurrogateProblem(`invalid YAML frontmatter: ${JSON.stringify(shown)}`, illFormed)!);
   }
   return { ok: true, file: { doc, data, body: text.slice(bodyStart), ...(start === 5 ? { crlf: true as const } : {}) } };
 }
@@ -369,6 +369,18 @@ export function parseRecordText(text: string): ParseResult {
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 const surrogateName = (c: string) => `\\u${c.charCodeAt(0).toString(16)}`;
+
+/**
+ * Why `s` is no Unicode text, naming it `what` (`record text`, `attribution`):
+ * `… holds a lone UTF-16 surrogate (\ud800), …`; null when UTF-8 can hold it.
+ * Text given as a JS string (a JSON escape, a YAML one) may hold one, which
+ * encoding to UTF-8 would silently turn into U+FFFD: refused wherever text
+ * becomes bytes or is stored, never altered.
+ */
+export function loneSurrogateProblem(what: string, s: string): string | null {
+  const lone = LONE_SURROGATE.exec(s);
+  return lone ? `${what} holds a lone UTF-16 surrogate (${surrogateName(lone[0])}), which is no Unicode character (UTF-8 cannot hold it)` : null;
+}
 
 /**
  * The first string (key or value) of `data` that is not Unicode text: a YAML
