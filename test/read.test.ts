@@ -1150,6 +1150,37 @@ describe('[SURF-1] CLI: history, show, search, lookup, list', () => {
     expect(cli(sb, ['list', '--store', 'st']).stdout).toMatch(/\n1-1 of 1\n$/);
   });
 
+  it('text output shows the control characters of record text as \\xNN, so a body cannot send escape sequences to the terminal; --json is unchanged', () => {
+    // Clear the screen, turn red, retitle the window (OSC ... BEL), a C1 CSI; a title that would reorder its line (RLO).
+    const body = 'hello \u001b[2J\u001b[31mwidget red\u001b]0;pwned\u0007 tail \u009b1m\r\n\tindented\rover\n';
+    const a = publish([{ id: 'rec-esc', title: 'Esc body \u202egnp.exe', body, extra: 'aliases: [Esc alias]' }]);
+    const b = publish([{ id: 'rec-esc', title: 'Esc body \u202egnp.exe', body: `${body}more \u001b[2J red\n`, extra: 'revision: 1' }]);
+    // eslint-disable-next-line no-control-regex
+    const raw = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]|\r(?!\n)/;
+    const text = (args: string[]) => {
+      const r = cli(sb, [...args.slice(0, 1), '--store', 'st', ...args.slice(1)]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout, args.join(' ')).not.toMatch(raw);
+      return r.stdout;
+    };
+    const search = text(['search', 'red']);
+    expect(search).toContain('Esc body \\u202egnp.exe');
+    expect(search).toContain('\\x1b[2J\\x1b[31mwidget **red**\\x1b]0;pwned\\x07 tail \\x9b1m');
+    const show = text(['show', 'rec-esc']);
+    expect(show.split('\n')[0]).toBe('Esc body \\u202egnp.exe');
+    // The body keeps its lines and tabs (and CRLF); a carriage return alone would overwrite its line.
+    expect(show).toContain('\nhello \\x1b[2J\\x1b[31mwidget red\\x1b]0;pwned\\x07 tail \\x9b1m\r\n\tindented\\x0dover\nmore \\x1b[2J red\n');
+    expect(text(['lookup', 'rec-esc'])).toContain('Esc body \\u202egnp.exe');
+    expect(text(['list'])).toContain('Esc body \\u202egnp.exe');
+    expect(text(['history', 'rec-esc'])).toContain('rec-esc');
+    expect(text(['history', 'rec-esc', '--from', a.git.commit!, '--to', b.git.commit!])).toContain('+more \\x1b[2J red');
+    expect(text(['show', 'rec-esc'])).toBe(show);
+    // --json is the value itself (JSON escapes control characters as it does).
+    const json = JSON.parse(cli(sb, ['show', '--store', 'st', '--json', 'rec-esc']).stdout);
+    expect(json.record.body).toBe(`${body}more \u001b[2J red\n\n`); // recordText() ends the file with a line break of its own
+    expect(json.record.title).toBe('Esc body \u202egnp.exe');
+  });
+
   it('list walks by --cursor: nextCursor in JSON, the next flag in text, E_VALIDATION for a bad one or one beside --offset', () => {
     const published = publish(['a', 'b', 'c'].map((x) => ({ id: `rec-${x}`, title: `Walk ${x}` })));
     const run = (args: string[]) => cli(sb, ['list', '--store', 'st', ...args]);

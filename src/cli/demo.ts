@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { initStore } from '../store/store.js';
 import { KnowledgeService } from '../service.js';
 import { UsageError, gitOptionsFromEnv, parsePort } from './main.js';
+import { shown } from './shown.js';
 
 export const DEMO_REQUESTS = {
   evidence: '3b1f3c2e-8d4a-4c57-9a53-0c7de0a1b001',
@@ -177,13 +178,13 @@ export async function runDemo(args: string[], env: NodeJS.ProcessEnv, out: { std
   }
   const lock = join(vault, '.git', 'index.lock');
   out.stdout([
-    `Knowledge demo store: ${dir}${fresh ? ' (created and seeded)' : ''}`,
+    `Knowledge demo store: ${shown(dir)}${fresh ? ' (created and seeded)' : ''}`,
     '',
     `  Open ${gw.url}`,
     '',
     existsSync(lock)
-      ? `  One checkpoint is pending on purpose (a stale lock the demo left). To fix it:\n    rm ${lock}\n  then press Retry in "Activity & issues".`
-      : `  History: git -C ${vault} log --stat`,
+      ? `  One checkpoint is pending on purpose (a stale lock the demo left). To fix it:\n    rm ${shown(lock)}\n  then press Retry in "Activity & issues".`
+      : `  History: git -C ${shown(vault)} log --stat`,
     '  Stop with Ctrl-C.',
     '',
   ].join('\n'));

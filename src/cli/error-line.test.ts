@@ -12,6 +12,11 @@ describe('errorLine', () => {
     expect(errorLine(new KnowledgeError('E_CONFLICT', 'two\nlines'), {})).toBe('E_CONFLICT: two lines\n');
   });
 
+  it('a message naming a path or text with control characters shows them as \\xNN: it cannot send escape sequences to the terminal', () => {
+    expect(errorLine(new KnowledgeError('E_VALIDATION', 'cannot read a\u001b[2J\u009b\u0007.md: no such file'), {})).toBe('E_VALIDATION: cannot read a\\x1b[2J\\x9b\\x07.md: no such file\n');
+    expect(errorLine(new TypeError('bad \u001b]0;title\u0007'), {})).toMatch(/^E_INTERNAL: bad \\x1b\]0;title\\x07 /);
+  });
+
   it('a full disk met unexpectedly (SQLite or the file system) is E_IO naming the cause', () => {
     expect(errorLine(sqliteFull, {})).toMatch(/^E_IO: the disk is full \(SQLITE_FULL: database or disk is full\); free space, then knowledge activity shows what was kept: resume a kept request[^\n]*\n$/);
     expect(errorLine(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }), {})).toMatch(/^E_IO: the disk is full \(ENOSPC/);

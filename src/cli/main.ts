@@ -19,6 +19,7 @@ import type { PublicationReceipt } from '../publish/types.js';
 import type { Caller } from '../access.js';
 import type { AttachmentReceipt } from '../attach/types.js';
 import type { VerifyReport } from '../checkpoint/verify.js';
+import { shown, shownText } from './shown.js';
 
 /** The CLI reads and scans as the operator (access.ts OPERATOR, without loading it). */
 const OPERATOR: Caller = { kind: 'operator' };
@@ -105,28 +106,28 @@ export function formatGit(git: GitState): string {
     case 'committed':
       return `committed ${git.commit}`;
     case 'pending':
-      return `pending (${git.code}): ${git.reason}`;
+      return `pending (${git.code}): ${shown(git.reason)}`;
     case 'unavailable':
-      return `unavailable: ${git.reason}`;
+      return `unavailable: ${shown(git.reason)}`;
   }
 }
 
 function renderPublication(r: PublicationReceipt): string {
   const lines = [`publication ${r.publicationId} (request ${r.requestId}) in ${r.partition} by ${r.actor}`];
-  for (const rec of r.records) lines.push(`  record ${rec.id} r${rec.revision}  ${rec.path}`);
-  for (const e of r.evidence) lines.push(`  evidence ${e.sourceId}  ${e.path}  ${e.size} bytes${e.inHistory ? '' : '  (kept out of history)'}`);
+  for (const rec of r.records) lines.push(`  record ${shown(rec.id)} r${rec.revision}  ${shown(rec.path)}`);
+  for (const e of r.evidence) lines.push(`  evidence ${e.sourceId}  ${shown(e.path)}  ${e.size} bytes${e.inHistory ? '' : '  (kept out of history)'}`);
   lines.push(`  git: ${formatGit(r.git)}`);
   return lines.join('\n') + '\n';
 }
 
 function renderVerify(r: VerifyReport): string {
   const lines = [
-    `${r.ok ? 'ok' : 'PROBLEMS'}: store ${r.store}`,
-    `  branch ${r.branch ?? '(none)'} at ${r.tip ?? '(no commits)'}`,
+    `${r.ok ? 'ok' : 'PROBLEMS'}: store ${shown(r.store)}`,
+    `  branch ${r.branch !== null ? shown(r.branch) : '(none)'} at ${r.tip ?? '(no commits)'}`,
     `  batches ${r.batches.total}: ${r.batches.committed} committed, ${r.batches.queued} waiting; ${r.checked.files} committed files compared` +
       (r.checked.filesWithoutBlobId > 0 ? ` (${r.checked.filesWithoutBlobId} recorded without a blob id)` : ''),
   ];
-  for (const p of r.problems) lines.push(`  ${p.code}: ${p.message}`);
+  for (const p of r.problems) lines.push(`  ${p.code}: ${shown(p.message)}`);
   return lines.join('\n') + '\n';
 }
 
@@ -142,14 +143,14 @@ function verifyFailureLine(r: VerifyReport): string {
   const code = codes.every((c) => c === 'git-unavailable' || c === 'repository-unreadable') ? 'E_UNAVAILABLE' : 'E_CONFLICT';
   const n = r.problems.length;
   // One line, as errorLine's: a store path may hold a line break.
-  return oneLine(`${code}: verify found ${n} problem${n === 1 ? '' : 's'} in ${r.store}: ${codes.join(', ')}`);
+  return shownText(oneLine(`${code}: verify found ${n} problem${n === 1 ? '' : 's'} in ${r.store}: ${codes.join(', ')}`));
 }
 
 function renderAttachment(r: AttachmentReceipt): string {
   const why = r.inHistory ? 'exact copy in history' : `kept out of history (${r.size >= 100 * 1024 * 1024 ? '100 MiB or more' : 'media'})`;
   return [
     `attachment ${r.attachmentId} (request ${r.requestId}) in ${r.partition} by ${r.actor}`,
-    `  source ${r.sourceId}${r.newSource ? '' : ' (already retained: attribution added)'}  ${r.path}  ${r.size} bytes  ${r.mediaType}`,
+    `  source ${r.sourceId}${r.newSource ? '' : ' (already retained: attribution added)'}  ${shown(r.path)}  ${r.size} bytes  ${shown(r.mediaType)}`,
     `  sha256 ${r.sha256}  ${why}`,
     `  git: ${formatGit(r.git)}`,
   ].join('\n') + '\n';
@@ -188,7 +189,7 @@ async function withService<T>(out: Out, dir: string, write: boolean, command: st
     return await fn(svc);
   } finally {
     try {
-      for (const note of await svc.settle()) out.stderr(`warning: ${note}\n`);
+      for (const note of await svc.settle()) out.stderr(`warning: ${shownText(note)}\n`);
     } catch (err) {
       out.stderr(`warning: after the answer: ${errorLine(err, env)}`);
     } finally {
@@ -220,7 +221,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (positionals.length !== 1) throw new UsageError('init takes one DIR');
         const { initStore } = await import('../store/store.js');
         const r = initStore(positionals[0]!, { readOnly: Boolean(values['read-only']), env });
-        emit(Boolean(values.json), r, `${r.created ? 'created' : 'exists'}: store ${r.store}\n  vault ${r.vault}\n  writes ${r.writesEnabled ? 'enabled' : 'disabled (read-only)'}\n`);
+        emit(Boolean(values.json), r, `${r.created ? 'created' : 'exists'}: store ${shown(r.store)}\n  vault ${shown(r.vault)}\n  writes ${r.writesEnabled ? 'enabled' : 'disabled (read-only)'}\n`);
         return 0;
       }
       case 'publish': {
@@ -359,7 +360,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const asked = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit + 1, offset, cursor));
         const entries = asked.slice(0, limit);
         const empty = cursor !== undefined ? 'nothing older than this cursor\n' : offset ? 'no entries this far back\n' : 'no activity yet\n';
-        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${e.id}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || empty);
+        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${shown(e.id)}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || empty);
         // Older entries are a page further: said where a person reads, never inside --json output.
         if (asked.length > limit) {
           const next = `--cursor ${entries[entries.length - 1]!.cursor}`;
@@ -452,10 +453,10 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const gw = await startGateway({
           storeDir: dir, host, port, token, env, git: gitOptionsFromEnv(env),
           onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`),
-          onWarning: (w) => out.stderr(`warning: ${w}\n`),
+          onWarning: (w) => out.stderr(`warning: ${shownText(w)}\n`),
         });
         emit(Boolean(values.json), { url: gw.url, origin: gw.origin, store: gw.service.store.paths.root, pid: process.pid },
-          `Knowledge Gateway for ${gw.service.store.paths.root}\n  open ${gw.url}\n  holds the store's writer lock until stopped (Ctrl-C)\n`);
+          `Knowledge Gateway for ${shown(gw.service.store.paths.root)}\n  open ${gw.url}\n  holds the store's writer lock until stopped (Ctrl-C)\n`);
         await closeOnSignal(gw);
         return 0;
       }
@@ -497,7 +498,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      out.stderr(`E_USAGE: ${err.message}\n${USAGE}\n`);
+      out.stderr(`E_USAGE: ${shownText(err.message)}\n${USAGE}\n`);
       return 2;
     }
     out.stderr(errorLine(err, env));
@@ -515,12 +516,12 @@ export function errorLine(err: unknown, env: NodeJS.ProcessEnv): string {
     // A bug wrapped to name what it left behind (a journaled publication): its own stack, on request.
     const cause = err.cause as { stack?: unknown } | undefined;
     const stack = err.code === 'E_INTERNAL' && env.KNOWLEDGE_DEBUG === '1' && typeof cause?.stack === 'string' ? `${cause.stack}\n` : '';
-    return `${err.code}: ${oneLine(err.message)}\n${stack}`;
+    return `${err.code}: ${shownText(oneLine(err.message))}\n${stack}`;
   }
   // A relative path (a store, an init DIR, KNOWLEDGE_HOME, the demo's folder) met a current directory that is gone.
   if (isCurrentDirectoryGone(err)) return `E_UNAVAILABLE: ${CWD_GONE}: give absolute paths, or run it from a directory that exists\n`;
   const e = err as { code?: unknown; message?: unknown; stack?: unknown } | null;
-  const message = oneLine(String(e?.message ?? err));
+  const message = shownText(oneLine(String(e?.message ?? err)));
   const kept = 'knowledge activity shows what was kept: resume a kept request (knowledge resume ID) rather than making it again';
   if (isDiskFull(err)) return `E_IO: the disk is full (${String(e!.code)}: ${message}); free space, then ${kept}\n`;
   if (isIoError(err)) return `E_IO: the disk or file system failed (${String(e!.code)}: ${message}); check it, then ${kept}\n`;

@@ -1,7 +1,9 @@
 /**
  * Human renderings of the read side for the CLI (`history`, `show`,
  * `search`, `lookup`, `list`). `--json` prints the core's values unchanged;
- * these are only the text forms.
+ * these are only the text forms. Whatever a record, a file name or Git
+ * gave is shown as a terminal may show it (./shown.ts): a body cannot send
+ * escape sequences to the operator's terminal.
  */
 import type {
   HistoryGit,
@@ -13,15 +15,16 @@ import type {
   RecordView,
   SearchResult,
 } from '../read/types.js';
+import { shown, shownText } from './shown.js';
 
 function summaryLine(r: RecordSummary): string {
-  return `${r.id}  ${r.kind.padEnd(12)} r${r.revision}  ${r.lifecycle.padEnd(10)} ${r.title}  (${r.partition}, ${r.path})`;
+  return `${shown(r.id)}  ${shown(r.kind).padEnd(12)} r${r.revision}  ${shown(r.lifecycle).padEnd(10)} ${shown(r.title)}  (${shown(r.partition)}, ${shown(r.path)})`;
 }
 
 /** The page line; `cursor`, where the page has one, names the next page by cursor as well. */
-function page(shown: number, total: number, offset: number, next: number | null, cursor: string | null = null): string {
+function page(count: number, total: number, offset: number, next: number | null, cursor: string | null = null): string {
   if (total === 0) return '';
-  return `${offset + 1}-${offset + shown} of ${total}${next !== null ? `  (next: --offset ${next}${cursor !== null ? `, or --cursor ${cursor}` : ''})` : ''}\n`;
+  return `${offset + 1}-${offset + count} of ${total}${next !== null ? `  (next: --offset ${next}${cursor !== null ? `, or --cursor ${cursor}` : ''})` : ''}\n`;
 }
 
 /** A page past the last: an offset at or beyond the total. */
@@ -32,57 +35,59 @@ function pastTheEnd(total: number, offset: number): string {
 export function renderHistoryGit(git: HistoryGit): string {
   switch (git.state) {
     case 'ready':
-      return git.head ? `branch ${git.branch.replace(/^refs\/heads\//, '')} at ${git.head}` : `branch ${git.branch.replace(/^refs\/heads\//, '')} has no commits yet`;
+      return git.head ? `branch ${shown(git.branch.replace(/^refs\/heads\//, ''))} at ${git.head}` : `branch ${shown(git.branch.replace(/^refs\/heads\//, ''))} has no commits yet`;
     case 'absent':
-      return git.reason;
+      return shown(git.reason);
     case 'pending':
-      return `history cannot be read (${git.code}): ${git.reason}`;
+      return `history cannot be read (${git.code}): ${shown(git.reason)}`;
     case 'unavailable':
-      return `git unavailable: ${git.reason}`;
+      return `git unavailable: ${shown(git.reason)}`;
   }
 }
 
 export function renderHistory(h: RecordHistory): string {
-  const lines = [`history of ${h.id}  ${h.path}`, `  git: ${renderHistoryGit(h.git)}`];
+  const lines = [`history of ${shown(h.id)}  ${shown(h.path)}`, `  git: ${renderHistoryGit(h.git)}`];
   if (h.queued > 0) lines.push(`  ${h.queued} version(s) waiting for a checkpoint (not in Git yet)`);
   if (h.versions.length === 0) lines.push('  no committed versions');
   for (const v of h.versions) {
     const ref = v.publicationId ?? v.scanId ?? '';
-    lines.push(`  ${v.commit.slice(0, 12)}  ${v.date}  ${v.actor.padEnd(8)} r${v.revision ?? '?'}  ${v.subject}${ref ? `  [${ref}]` : ''}${v.path !== h.path ? `  (${v.path})` : ''}`);
+    // The subject and trailers are a commit's: anyone with the repository can write one.
+    lines.push(`  ${shown(v.commit.slice(0, 12))}  ${shown(v.date)}  ${shown(v.actor).padEnd(8)} r${v.revision ?? '?'}  ${shown(v.subject)}${ref ? `  [${shown(ref)}]` : ''}${v.path !== h.path ? `  (${shown(v.path)})` : ''}`);
   }
   return lines.join('\n') + '\n';
 }
 
 export function renderDiff(d: RecordDiff): string {
-  return d.patch === '' ? `no differences between ${d.from.slice(0, 12)} and ${d.to.slice(0, 12)}\n` : d.patch;
+  return d.patch === '' ? `no differences between ${shown(d.from.slice(0, 12))} and ${shown(d.to.slice(0, 12))}\n` : shownText(d.patch);
 }
 
 export function renderRecord(v: RecordView): string {
   const r = v.record;
   const lines = [
-    `${r.title}`,
-    `  id ${r.id}  ${r.kind}  revision ${r.revision}  ${r.lifecycle}`,
-    `  ${r.partition}  ${r.path}${r.onDisk === 'same' ? '' : `  (file on disk: ${r.onDisk})`}`,
-    `  updated ${r.updatedAt}  recorded ${r.recordedAt}`,
+    `${shown(r.title)}`,
+    `  id ${shown(r.id)}  ${shown(r.kind)}  revision ${r.revision}  ${shown(r.lifecycle)}`,
+    `  ${shown(r.partition)}  ${shown(r.path)}${r.onDisk === 'same' ? '' : `  (file on disk: ${r.onDisk})`}`,
+    `  updated ${shown(r.updatedAt)}  recorded ${shown(r.recordedAt)}`,
   ];
-  if (r.aliases.length) lines.push(`  aliases: ${r.aliases.join(', ')}`);
-  if (r.tags.length) lines.push(`  tags: ${r.tags.join(', ')}`);
+  if (r.aliases.length) lines.push(`  aliases: ${r.aliases.map(shown).join(', ')}`);
+  if (r.tags.length) lines.push(`  tags: ${r.tags.map(shown).join(', ')}`);
   for (const e of v.evidence) {
     const where = e.citation.lines ? ` lines ${e.citation.lines[0]}-${e.citation.lines[1]}` : '';
     lines.push(e.known
-      ? `  evidence ${e.sourceId}${where}  ${e.path}  ${e.size} bytes  ${e.mediaType}${e.inHistory ? '' : '  (kept out of history)'}`
-      : `  evidence ${e.sourceId}${where}  (unknown source)`);
+      ? `  evidence ${shown(e.sourceId)}${where}  ${shown(e.path)}  ${e.size} bytes  ${shown(e.mediaType)}${e.inHistory ? '' : '  (kept out of history)'}`
+      : `  evidence ${shown(e.sourceId)}${where}  (unknown source)`);
   }
-  if (v.links.length) lines.push(`  links: ${v.links.join(', ')}`);
-  if (v.backlinksTotal) lines.push(`  backlinks (${v.backlinksTotal}): ${v.backlinks.map((b) => b.id).join(', ')}`);
-  lines.push('', r.body.replace(/\n$/, ''));
+  if (v.links.length) lines.push(`  links: ${v.links.map(shown).join(', ')}`);
+  if (v.backlinksTotal) lines.push(`  backlinks (${v.backlinksTotal}): ${v.backlinks.map((b) => shown(b.id)).join(', ')}`);
+  // The body as written, its line breaks and tabs kept (`--json` gives it exactly).
+  lines.push('', shownText(r.body.replace(/\n$/, '')));
   return lines.join('\n') + '\n';
 }
 
 export function renderSearch(s: SearchResult, offset: number): string {
   if (s.total === 0) return 'no matches\n';
   if (s.results.length === 0) return pastTheEnd(s.total, offset);
-  const lines = s.results.map((h) => `${summaryLine(h)}\n    ${h.snippet}`);
+  const lines = s.results.map((h) => `${summaryLine(h)}\n    ${shown(h.snippet)}`);
   return lines.join('\n') + '\n' + page(s.results.length, s.total, offset, s.nextOffset);
 }
 

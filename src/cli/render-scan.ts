@@ -1,19 +1,8 @@
 /** Human rendering of a scan receipt (the `--json` form is the receipt itself, Appendix A). */
 import type { GitState } from '../git/types.js';
 import type { ScanReceipt } from '../scan/types.js';
-
-/**
- * A name as a terminal may show it: control characters (C0, DEL, C1) as
- * `\xNN` and a backslash as `\\`, so a file name can neither fake lines of
- * this output nor send escape sequences to the terminal, and a name that
- * holds a literal `\x0a` reads differently from one holding a line break
- * (the scan reports such names as invalid-name; `--json` escapes them as
- * JSON does).
- */
-export function shown(s: string): string {
-  // eslint-disable-next-line no-control-regex
-  return s.replace(/[\u0000-\u001f\u007f-\u009f\\]/g, (c) => (c === '\\' ? '\\\\' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
-}
+// Names as a terminal may show them: a file name with a line break is reported as invalid-name, and shown as `\x0a`.
+import { shown } from './shown.js';
 
 /**
  * Lines shown per list (added, modified, renamed, deleted, diagnostics); the

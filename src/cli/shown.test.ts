@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import { shown, shownText } from './shown.js';
+
+describe('shown: a one-line field as a terminal may show it', () => {
+  it('shows control characters (C0 with line breaks and tabs, DEL, C1) as \\xNN and a backslash as \\\\', () => {
+    expect(shown('a\u001b[2Jb\n\t\r\u0000\u007f\u0085\u009bc')).toBe('a\\x1b[2Jb\\x0a\\x09\\x0d\\x00\\x7f\\x85\\x9bc');
+    expect(shown('lit\\x0a')).toBe('lit\\\\x0a');
+  });
+
+  it('shows the bidi embeddings, overrides and isolates as \\uXXXX; other text is unchanged', () => {
+    expect(shown('a\u202agnp.exe\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069')).toBe('a\\u202agnp.exe\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069');
+    expect(shown('Grüße \u05e9\u05dc\u05d5\u05dd 😀 \u200e')).toBe('Grüße \u05e9\u05dc\u05d5\u05dd 😀 \u200e');
+  });
+});
+
+describe('shownText: text printed as several lines on purpose', () => {
+  it('keeps line breaks, tabs and CRLF; shows every other control character, a lone carriage return and the bidi controls escaped', () => {
+    expect(shownText('one\r\n\ttwo\rthree\n\u001b]0;t\u0007 \u009b1m \u202e')).toBe('one\r\n\ttwo\\x0dthree\n\\x1b]0;t\\x07 \\x9b1m \\u202e');
+  });
+
+  it('leaves backslashes as written', () => {
+    expect(shownText('C:\\dir \\x1b')).toBe('C:\\dir \\x1b');
+  });
+});
