@@ -187,18 +187,21 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const folderNames = (dir: string) => {
     let folder = folders.get(dir);
     if (folder === undefined) {
-      const names = new NamesAnyCase();
+      // The same names from the index and the disk (most of them) are folded once.
+      const raw = new Set<string>();
       for (const p of rowsInFolderAnyCase.all({ dir }) as string[]) {
         // (The first name under the folder: a file there, or a folder holding the row's file.)
-        if (p.startsWith(`${pdir}/`)) names.add(p.slice(dir.length + 1).split('/')[0]!);
+        if (p.startsWith(`${pdir}/`)) raw.add(p.slice(dir.length + 1).split('/')[0]!);
       }
       let listed = true;
       try {
-        for (const name of readdirSync(join(store.paths.vault, dir))) names.add(name);
+        for (const name of readdirSync(join(store.paths.vault, dir))) raw.add(name);
       } catch (err) {
         // No such folder yet: nothing of it on disk. Unreadable: each name is looked up as it is (below).
         listed = (err as NodeJS.ErrnoException).code === 'ENOENT';
       }
+      const names = new NamesAnyCase();
+      for (const name of raw) names.add(name);
       folder = { names, listed };
       folders.set(dir, folder);
     }

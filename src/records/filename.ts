@@ -118,7 +118,12 @@ export function isSafeRelativePath(p: string, opts: { existing?: boolean } = {})
  * there). Two names are the same name in any case when either form agrees.
  * Locale-independent, so the same names give the same answer anywhere.
  */
+// eslint-disable-next-line no-control-regex -- every ASCII code point, controls included
+const ASCII_ONLY = /^[\x00-\x7f]*$/;
+
 export function caseFoldedForms(name: string): [lower: string, upper: string] {
+  // ASCII is its own NFC, and its case maps stay ASCII: no normalising (most names; a shard folder holds hundreds).
+  if (ASCII_ONLY.test(name)) return [name.toLowerCase(), name.toUpperCase()];
   const nfc = name.normalize('NFC');
   return [nfc.toLowerCase().normalize('NFC'), nfc.toUpperCase().normalize('NFC')];
 }
