@@ -341,6 +341,27 @@ export class KnowledgeService {
     }
   }
 
+  /**
+   * What this store holds under a request id so far: its publication's or
+   * attachment's id and status, or null when nothing was journaled under it.
+   * For the CLI's line when a signal interrupts a request; never throws.
+   */
+  requestProgress(requestId: string): { kind: 'publication' | 'attachment'; id: string; status: string } | null {
+    try {
+      if (!this.store.db.open) return null;
+      const pub = this.store.db.prepare(`SELECT publication_id, status FROM publications WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(requestId)) as
+        | { publication_id: string; status: string }
+        | undefined;
+      if (pub) return { kind: 'publication', id: pub.publication_id, status: pub.status };
+      const att = this.store.db.prepare(`SELECT attachment_id, state FROM attachments WHERE ${REQUEST_ID_MATCH}`).get(...requestIdForms(requestId)) as
+        | { attachment_id: string; state: string }
+        | undefined;
+      return att ? { kind: 'attachment', id: att.attachment_id, status: att.state } : null;
+    } catch {
+      return null;
+    }
+  }
+
   /** A completed attachment's receipt by attachment id or request id. */
   attachmentReceipt(id: string): AttachmentReceipt {
     return attachmentReceipt(this.store.db, id);

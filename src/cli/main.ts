@@ -7,6 +7,8 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import { basename, resolve } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { endBySignal, stopOnSignals, type StopSignal } from '../interrupt.js';
 import { KnowledgeError, isDiskFull, isErrnoError, isIoError, isKnowledgeError } from '../errors.js';
 import { LIMITS } from '../publish/limits.js';
 // Only light modules are imported up front: the store, the service (SQLite,
@@ -198,6 +200,44 @@ async function withService<T>(out: Out, dir: string, write: boolean, command: st
   }
 }
 
+/**
+ * Run a writing command's `work` so that SIGINT, SIGTERM or SIGHUP end it
+ * with one line on stderr (`line`: what was interrupted and how to finish it)
+ * and the signal's own exit status (128 + its number), rather than silently;
+ * an index update under way is finished first (src/interrupt.ts).
+ */
+async function interruptible<T>(out: Out, line: (signal: StopSignal) => string, work: () => Promise<T>): Promise<T> {
+  const stop = stopOnSignals((signal) => {
+    out.stderr(oneLine(line(signal)) + '\n');
+    endBySignal(signal);
+  }, out.stderr);
+  try {
+    return await work();
+  } finally {
+    stop();
+  }
+}
+
+/** What an interrupted publish says: its request id always (chosen before the store opens), its publication id once journaled. */
+function publishInterrupted(signal: StopSignal, requestId: string, progress: ReturnType<KnowledgeService['requestProgress']>): string {
+  if (progress?.kind === 'publication' && progress.status === 'abandoned') {
+    return `E_INTERRUPTED: ${signal} stopped knowledge publish; publication ${progress.id} (request ${requestId}) was abandoned: knowledge receipt ${progress.id} says why`;
+  }
+  if (progress?.kind === 'publication') {
+    return `E_INTERRUPTED: ${signal} stopped knowledge publish after publication ${progress.id} (request ${requestId}) was journaled; ` +
+      `knowledge resume ${progress.id} (or the same command with --request-id ${requestId}) finishes it; publishing the files anew would make a second publication`;
+  }
+  return `E_INTERRUPTED: ${signal} stopped knowledge publish of request ${requestId}; knowledge receipt ${requestId} shows whether it was accepted; ` +
+    `run the same command again with --request-id ${requestId} to finish it without publishing twice`;
+}
+
+/** What an interrupted attach says: the request id to resume the upload with [ATT-1]. */
+function attachInterrupted(signal: StopSignal, requestId: string, file: string, progress: ReturnType<KnowledgeService['requestProgress']>): string {
+  const what = progress?.kind === 'attachment' ? `attachment ${progress.id} (request ${requestId})` : `request ${requestId}`;
+  return `E_INTERRUPTED: ${signal} stopped knowledge attach of ${file}, ${what}; retry with request id ${requestId} to resume: ` +
+    `run the same command again with --request-id ${requestId} (a new request would attach the file a second time)`;
+}
+
 export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, out: Out = defaultOut): Promise<number> {
   const [command, ...rest] = argv;
   const emit = (json: boolean, value: unknown, human: string) => {
@@ -250,15 +290,19 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           bytes: readRegularFile(p, LIMITS.evidenceBytes, 'evidence given to publish (attach larger files with knowledge attach)'),
           attribution: (values.attribution as string | undefined) ?? undefined,
         }));
-        const receipt = await withService(out, dir, true, 'knowledge publish', env, (s) =>
-          s.publish({
-            requestId: values['request-id'] as string | undefined,
-            partition: (values.partition as string | undefined) ?? 'private',
-            actor,
-            records,
-            evidence,
-          }),
-        );
+        // The request id is chosen here, before the store is opened, so that an interrupt at any moment can name it.
+        const requestId = (values['request-id'] as string | undefined) ?? randomUUID();
+        let svc: KnowledgeService | null = null;
+        const receipt = await interruptible(out, (signal) => publishInterrupted(signal, requestId, svc?.requestProgress(requestId) ?? null), () =>
+          withService(out, dir, true, 'knowledge publish', env, (s) =>
+            (svc = s).publish({
+              requestId,
+              partition: (values.partition as string | undefined) ?? 'private',
+              actor,
+              records,
+              evidence,
+            }),
+          ));
         emit(Boolean(values.json), receipt, renderPublication(receipt));
         return 0;
       }
@@ -277,17 +321,19 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
         // [ATT-3] files are accepted from under the current directory unless --root names another.
         const allowedRoot = (values.root as string | undefined) ?? currentDirectory('attach accepts files from under it: give --root DIR');
-        const result = await withService(out, dir, true, 'knowledge attach', env, (s) =>
-          s.attachFile(positionals[0]!, {
+        const requestId = (values['request-id'] as string | undefined) ?? randomUUID();
+        let svc: KnowledgeService | null = null;
+        const result = await interruptible(out, (signal) => attachInterrupted(signal, requestId, positionals[0]!, svc?.requestProgress(requestId) ?? null), () =>
+          withService(out, dir, true, 'knowledge attach', env, (s) =>
+          (svc = s).attachFile(positionals[0]!, {
             allowedRoot,
             partition: (values.partition as string | undefined) ?? 'private',
             actor,
-            requestId: values['request-id'] as string | undefined,
+            requestId,
             attribution: values.attribution as string | undefined,
             mediaType: values['media-type'] as string | undefined,
             commitBytes: positiveIntegerFromEnv(env, 'KNOWLEDGE_ATTACH_COMMIT_BYTES'),
-          }),
-        );
+          })));
         if (result.resumedFrom > 0 && result.sentBytes > 0) out.stderr(`resumed the upload at byte ${result.resumedFrom} of ${result.receipt.size}\n`);
         emit(Boolean(values.json), result.receipt, renderAttachment(result.receipt));
         return 0;
@@ -303,8 +349,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         (await import('../scan/ahead.js')).scanAhead(dir, OPERATOR, values.partition as string | undefined);
         let receipt;
         try {
-          receipt = await withService(out, dir, true, 'knowledge scan', env, (s) =>
-            s.scan({ partition: values.partition as string | undefined, caller: OPERATOR, onProgress: bar ? (p) => bar.update(p) : undefined }));
+          receipt = await interruptible(out, (signal) => `E_INTERRUPTED: ${signal} stopped knowledge scan; run knowledge scan again`, () =>
+            withService(out, dir, true, 'knowledge scan', env, (s) =>
+              s.scan({ partition: values.partition as string | undefined, caller: OPERATOR, onProgress: bar ? (p) => bar.update(p) : undefined })));
         } finally {
           bar?.done();
         }
@@ -319,8 +366,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           // A scan is not resumed: the next scan commits every waiting checkpoint first, then its own [GIT-16].
           throw new UsageError(`${positionals[0]} is a scan: run knowledge scan, which commits every waiting checkpoint first`);
         }
-        const receipt = await withService(out, dir, true, 'knowledge resume', env, (s) =>
-          orAttachment(positionals[0]!, () => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!)));
+        const receipt = await interruptible(out, (signal) => `E_INTERRUPTED: ${signal} stopped knowledge resume ${positionals[0]!}; run it again to finish it`, () =>
+          withService(out, dir, true, 'knowledge resume', env, (s) =>
+            orAttachment(positionals[0]!, () => s.resume(positionals[0]!), () => s.attachComplete(positionals[0]!))));
         emit(Boolean(values.json), receipt, renderReceipt(receipt));
         return 0;
       }

@@ -1,0 +1,97 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+
+/**
+ * Signals delivered to a real `knowledge` process (Ctrl-C is SIGINT to the
+ * process group; SIGTERM; SIGHUP when the terminal closes), at a known moment:
+ * the process pauses at a named point (KNOWLEDGE_PAUSE_AT) and announces it on
+ * stderr, the test signals it there, and the process acts on the signal at
+ * its next wait.
+ */
+let sb: Sandbox;
+let vault: string;
+beforeEach(() => {
+  ({ sb, vault } = storeSandbox());
+  writeFileSync(join(sb.dir, 'first.md'), '---\nkind: page\ntitle: First\n---\nfirst\n');
+  expect(cli(sb, ['publish', '--store', 'st', 'first.md']).code).toBe(0);
+  writeFileSync(join(sb.dir, 'p.md'), '---\nkind: page\ntitle: Interrupted\n---\nexact bytes\n');
+});
+afterEach(() => sb.cleanup());
+
+/** Run the CLI, send `signal` (to its process group, as a terminal does) once it pauses at `point`; its end and stderr. */
+async function signalledAt(args: string[], point: string, signal: NodeJS.Signals, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; stdout: string }> {
+  const child = spawn(process.execPath, [cliPath, ...args], {
+    cwd: sb.dir, env: { ...sb.env, ...env, KNOWLEDGE_PAUSE_AT: `${point}:1500` }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+  });
+  let stdout = '';
+  let stderr = '';
+  let sent = false;
+  child.stdout!.on('data', (b) => (stdout += b));
+  child.stderr!.on('data', (b) => {
+    stderr += b;
+    if (!sent && stderr.includes(`paused at ${point} `)) {
+      sent = true;
+      process.kill(-child.pid!, signal);
+    }
+  });
+  const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((done) => child.on('close', (c, s) => done([c, s])));
+  expect(sent, `never paused at ${point}: ${stderr}`).toBe(true);
+  return { code, signal: sig, stderr, stdout };
+}
+
+/** The status a shell reports: 128 + the signal's number when the process ended by it. */
+function shellStatus(r: { code: number | null; signal: NodeJS.Signals | null }): number | null {
+  const n: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
+  return r.signal ? 128 + n[r.signal]! : r.code;
+}
+
+function commitsFor(id: string): string[] {
+  return userGit(sb, vault, ['log', '--format=%H', `--grep=: ${id}$`, 'main']).trim().split('\n').filter(Boolean);
+}
+
+describe('an interrupted publish names its request (and publication) so that running it again does not publish twice', () => {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    it(`${signal} after the journal: one line naming both ids, status 128+n; the same request id then gives one publication, one commit`, async () => {
+      const r = await signalledAt(['publish', '--store', 'st', 'p.md', '--json'], 'after-journal', signal);
+      expect(shellStatus(r), r.stderr).toBe(signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 129);
+      expect(r.stdout).toBe('');
+      const lines = r.stderr.split('\n').filter((l) => l && !l.startsWith('knowledge: paused at'));
+      expect(lines, r.stderr).toHaveLength(1);
+      const m = new RegExp(`^E_INTERRUPTED: ${signal} stopped knowledge publish after publication (pub-\\S+) \\(request ([0-9a-f-]{36})\\) was journaled; ` +
+        'knowledge resume \\1 \\(or the same command with --request-id \\2\\) finishes it').exec(lines[0]!);
+      expect(m, lines[0]).not.toBeNull();
+      const [, publicationId, requestId] = m!;
+      const again = cli(sb, ['publish', '--store', 'st', '--request-id', requestId!, 'p.md', '--json']);
+      expect(again.code, again.stderr).toBe(0);
+      const receipt = JSON.parse(again.stdout);
+      expect(receipt).toMatchObject({ publicationId, requestId, git: { state: 'committed' } });
+      expect(commitsFor(publicationId!)).toEqual([receipt.git.commit]);
+      expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('2');
+      const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as unknown[];
+      expect(act).toHaveLength(2);
+    });
+  }
+});
+
+describe('an interrupted attach names its request id to resume with [ATT-1]', () => {
+  it('SIGINT mid-upload: one line naming the attachment and request id, status 130; that request id finishes one attachment, one commit', async () => {
+    writeFileSync(join(sb.dir, 'big.log'), 'x'.repeat(10 * 1024 * 1024));
+    const r = await signalledAt(['attach', '--store', 'st', 'big.log', '--json'], 'attach-mid-upload', 'SIGINT', { KNOWLEDGE_ATTACH_COMMIT_BYTES: '1' });
+    expect(shellStatus(r), r.stderr).toBe(130);
+    const lines = r.stderr.split('\n').filter((l) => l && !l.startsWith('knowledge: paused at'));
+    expect(lines, r.stderr).toHaveLength(1);
+    const m = /^E_INTERRUPTED: SIGINT stopped knowledge attach of big\.log, attachment (att-\S+) \(request ([0-9a-f-]{36})\); retry with request id \2 to resume/.exec(lines[0]!);
+    expect(m, lines[0]).not.toBeNull();
+    const [, attachmentId, requestId] = m!;
+    const again = cli(sb, ['attach', '--store', 'st', '--request-id', requestId!, 'big.log', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    const receipt = JSON.parse(again.stdout);
+    expect(receipt).toMatchObject({ attachmentId, requestId, git: { state: 'committed' } });
+    expect(commitsFor(attachmentId!)).toEqual([receipt.git.commit]);
+    expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('2');
+  });
+});
+
