@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
@@ -22,7 +22,7 @@ beforeEach(() => {
 afterEach(() => sb.cleanup());
 
 /** Run the CLI, send `signal` (to its process group, as a terminal does) once it pauses at `point`; its end and stderr. */
-async function signalledAt(args: string[], point: string, signal: NodeJS.Signals, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; stdout: string }> {
+async function signalledAt(args: string[], point: string, signal: NodeJS.Signals, env: NodeJS.ProcessEnv = {}, again?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; stdout: string }> {
   const child = spawn(process.execPath, [cliPath, ...args], {
     cwd: sb.dir, env: { ...sb.env, ...env, KNOWLEDGE_PAUSE_AT: `${point}:1500` }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
   });
@@ -35,6 +35,7 @@ async function signalledAt(args: string[], point: string, signal: NodeJS.Signals
     if (!sent && stderr.includes(`paused at ${point} `)) {
       sent = true;
       process.kill(-child.pid!, signal);
+      if (again) setTimeout(() => process.kill(-child.pid!, again), 200);
     }
   });
   const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((done) => child.on('close', (c, s) => done([c, s])));
@@ -95,3 +96,34 @@ describe('an interrupted attach names its request id to resume with [ATT-1]', ()
   });
 });
 
+
+describe('[GIT-10] a signal while Knowledge holds index.lock waits for the index update and the lock\'s release', () => {
+  const lock = () => join(vault, '.git', 'index.lock');
+
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    it(`${signal} after the branch moved, before the index followed: the index is updated and the lock released, then status 128+n`, async () => {
+      const r = await signalledAt(['publish', '--store', 'st', 'p.md', '--json'], 'after-update-ref', signal);
+      expect(shellStatus(r), r.stderr).toBe(signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 129);
+      expect(r.stderr).toContain(`knowledge: ${signal} received; finishing the index update first`);
+      expect(r.stderr).toMatch(new RegExp(`^E_INTERRUPTED: ${signal} stopped knowledge publish after publication pub-`, 'm'));
+      expect(existsSync(lock())).toBe(false);
+      // The index is the branch's: nothing staged, and the user's own commit keeps the published file.
+      expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+      writeFileSync(join(vault, 'mine.txt'), 'the user\'s\n');
+      userGit(sb, vault, ['add', 'mine.txt']);
+      userGit(sb, vault, ['commit', '-q', '-m', 'user commit']);
+      expect(userGit(sb, vault, ['ls-tree', '-r', '--name-only', 'main', '--', 'private']).trim().split('\n')).toHaveLength(2);
+    });
+  }
+
+  it('a second signal stops at once: the lock is left, as after a crash, and the next write takes it over', async () => {
+    const r = await signalledAt(['publish', '--store', 'st', 'p.md', '--json'], 'after-update-ref', 'SIGINT', {}, 'SIGINT');
+    expect(shellStatus(r), r.stderr).toBe(130);
+    expect(r.stderr).toContain('knowledge: SIGINT received; finishing the index update first');
+    expect(readFileSync(lock(), 'utf8')).toMatch(/^knowledge-index-lock /);
+    const scan = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(scan.code, scan.stderr).toBe(0);
+    expect(existsSync(lock())).toBe(false);
+    expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+  });
+});

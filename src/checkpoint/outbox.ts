@@ -17,6 +17,7 @@ import { maintainRepository } from '../git/maintenance.js';
 import type { BatchChange, BatchForCommit, BlobIds, GitState, PendingCode } from '../git/types.js';
 import { isDiskFull } from '../errors.js';
 import { crashPoint } from '../faults.js';
+import { holdSignals } from '../interrupt.js';
 import { nowIso } from '../clock.js';
 
 export type BatchKind = 'publication' | 'scan' | 'attachment';
@@ -406,6 +407,15 @@ async function drainOnce(store: Store, runner: GitRunner, opts: DrainOptions): P
         const range: [number, number] = [outcome.commits[0]!.batchId, outcome.commits[outcome.commits.length - 1]!.batchId];
         const runIt = !indexWaits;
         owed = async () => {
+          // A signal waits until the index update is made and recorded (src/interrupt.ts); the lock is held until then.
+          const letSignalsGo = holdSignals();
+          try {
+            await payIndex();
+          } finally {
+            letSignalsGo();
+          }
+        };
+        const payIndex = async () => {
           const idx = await outcome.finishIndex(runIt);
           if (!idx.ok) {
             indexWaits = true;

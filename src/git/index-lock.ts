@@ -15,7 +15,10 @@
  * Knowledge's own crash leftover: the next attempt takes it over (one rename,
  * so the lock never disappears while the index may still be behind the
  * branch) and releases it once the index is updated; a lock without that
- * marker is never touched [GIT-19]. (Between our check that it is stale and
+ * marker is never touched [GIT-19]. While the lock is held, SIGINT, SIGTERM
+ * and SIGHUP wait for its release (or abandon) in the CLI (src/interrupt.ts):
+ * Ctrl-C during a checkpoint lets the index catch up with the branch and the
+ * lock go before the process ends. (Between our check that it is stale and
  * the rename, a user could delete it by hand and a git command take it anew:
  * a window of one system call that no file operation can close.)
  */
@@ -24,6 +27,7 @@ import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { processAlive, processStartTicks } from '../process.js';
 import { pendingCodeOfErrno } from './runner.js';
 import { linkUnsupported, readRegular } from '../fsutil.js';
+import { holdSignals } from '../interrupt.js';
 
 const MARKER = 'knowledge-index-lock';
 
@@ -200,6 +204,8 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       return { ok: false, code: lockFailureCode(e), reason: `cannot take over ${lockPath}: ${(e as Error).message}` };
     }
   }
+  // Until the lock is let go (released or abandoned), a signal waits: the index may be behind the branch meanwhile.
+  const letSignalsGo = holdSignals();
   // Where the lock is, resolved now while it surely exists: abandon() and release() may run while the vault is away.
   const lockReal = await realpath(lockPath).catch(() => lockPath);
   abandoned.delete(lockReal);
@@ -209,15 +215,19 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
   await unlink(`${temp}.lock`).catch(() => undefined);
   const mine = markerText();
   const release = async () => {
-    await unlink(temp).catch(() => undefined);
-    // Git never replaces a lock it did not take (O_EXCL), but anything else
-    // might: remove the lock only while it still carries our marker.
-    const text = await readRegular(lockPath, 'utf8').catch(() => null);
-    if (text === mine) await unlink(lockPath).catch(() => undefined);
-    // Not readable (the vault moved away for a moment): it may still be there when the vault is back. Given up,
-    // this process takes it over at its next update instead of waiting on itself for ever (isOwnStaleLock still
-    // requires our marker).
-    else if (text === null) abandoned.add(lockReal);
+    try {
+      await unlink(temp).catch(() => undefined);
+      // Git never replaces a lock it did not take (O_EXCL), but anything else
+      // might: remove the lock only while it still carries our marker.
+      const text = await readRegular(lockPath, 'utf8').catch(() => null);
+      if (text === mine) await unlink(lockPath).catch(() => undefined);
+      // Not readable (the vault moved away for a moment): it may still be there when the vault is back. Given up,
+      // this process takes it over at its next update instead of waiting on itself for ever (isOwnStaleLock still
+      // requires our marker).
+      else if (text === null) abandoned.add(lockReal);
+    } finally {
+      letSignalsGo();
+    }
   };
   return {
     ok: true,
@@ -245,10 +255,14 @@ export async function holdIndexLock(gitDir: string): Promise<IndexLockResult> {
       release,
       tookOver,
       async abandon() {
-        await unlink(temp).catch(() => undefined);
-        // Noted by where it was, without reading it (the vault may be away just now): isOwnStaleLock takes it for
-        // stale only while it carries this process's marker and no work holds it.
-        abandoned.add(lockReal);
+        try {
+          await unlink(temp).catch(() => undefined);
+          // Noted by where it was, without reading it (the vault may be away just now): isOwnStaleLock takes it for
+          // stale only while it carries this process's marker and no work holds it.
+          abandoned.add(lockReal);
+        } finally {
+          letSignalsGo();
+        }
       },
     },
   };
