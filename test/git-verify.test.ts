@@ -91,7 +91,8 @@ describe('knowledge verify', () => {
     expect(killed.code).toBeNull();
     const v = verify();
     expect(v.code).toBe(1);
-    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'unrecorded-commit', batchId: 4 })]);
+    // Killed with index.lock held after the branch moved: the lock it left is named too (index-lock-left).
+    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'unrecorded-commit', batchId: 4 }), expect.objectContaining({ code: 'index-lock-left' })]);
     const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string }>;
     const r = cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']);
     expect(JSON.parse(r.stdout).git.state).toBe('committed');
@@ -164,4 +165,25 @@ describe('knowledge verify', () => {
     expect(v.code).toBe(0);
     expect(v.report).toMatchObject({ batches: { committed: 3, queued: 1 } });
   });
+
+  for (const [point, behind] of [['after-record-commit', 'the index is behind the branch: the update for batch 4, already committed, was not made'], ['after-update-ref', 'the index may be behind the branch']] as const) {
+    it(`index-lock-left: a Knowledge process killed ${point} left .git/index.lock; verify says so and what fixes it, and the next scan does`, () => {
+      writeFileSync(join(sb.dir, 'r4.md'), '---\nkind: page\ntitle: Page 4\n---\nbody 4\n');
+      expect(cli(sb, ['publish', '--store', 'st', 'r4.md'], { env: { KNOWLEDGE_CRASH_AT: point } }).code).toBeNull();
+      expect(readFileSync(join(vault, '.git', 'index.lock'), 'utf8')).toMatch(/^knowledge-index-lock /);
+      const v = verify();
+      expect(v.code).toBe(1);
+      expect(codes(v)).toContain('index-lock-left');
+      const p = (v.report.problems as Array<{ code: string; message: string }>).find((x) => x.code === 'index-lock-left')!;
+      expect(p.message).toMatch(/^\.git\/index\.lock was left by a Knowledge process that has ended \(pid \d+\); /);
+      expect(p.message).toContain(behind);
+      expect(p.message).toContain('until the next Knowledge write or scan (knowledge scan) updates the index and removes the lock');
+      expect(v.stderr).toMatch(/^E_CONFLICT: verify found \d+ problems? in .*index-lock-left/);
+      const human = cli(sb, ['verify', '--store', 'st']);
+      expect(human.stdout).toMatch(/^ {2}index-lock-left: \.git\/index\.lock was left/m);
+      expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
+      const after = verify();
+      expect(after.code, JSON.stringify(after.report.problems)).toBe(0);
+    });
+  }
 });

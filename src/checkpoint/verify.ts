@@ -15,13 +15,14 @@
  * Split: `checkStore` (pure: rows and repository facts in, problems out) and
  * `verifyStore` (reads SQLite, runs three git commands).
  */
-import { lstat, realpath } from 'node:fs/promises';
+import { lstat, readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Store } from '../store/store.js';
 import { classifyGitFailure, type GitRunner } from '../git/runner.js';
 import { vaultEnv } from '../git/inspect.js';
 import { COMMIT_MESSAGE_FORMAT, parseCommitMessages, Trailers } from '../git/trailers.js';
 import { queuedBytesSql } from './outbox.js';
+import { indexFiles, isOwnStaleLock, shownLockPath } from '../git/index-lock.js';
 
 export type VerifyCode =
   | 'git-unavailable'
@@ -38,7 +39,8 @@ export type VerifyCode =
   | 'queue-order'
   | 'bytes-missing'
   | 'receipt-mismatch'
-  | 'index-not-updated';
+  | 'index-not-updated'
+  | 'index-lock-left';
 
 export interface VerifyProblem {
   code: VerifyCode;
@@ -274,9 +276,12 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
     const indexBehind = db.prepare(
       "SELECT batch_id, last_code, last_reason FROM batches WHERE state = 'committed' AND index_synced = 0 AND last_code IS NOT NULL ORDER BY batch_id LIMIT 1",
     ).get() as { batch_id: number; last_code: string; last_reason: string | null } | undefined;
-    return { batches, files, publications, indexBehind };
+    // Committed batches whose index update is not recorded as made (a process stopped between the two).
+    const unsynced = db.prepare("SELECT count(*) AS n, min(batch_id) AS first, max(batch_id) AS last FROM batches WHERE state = 'committed' AND index_synced = 0")
+      .get() as { n: number; first: number | null; last: number | null };
+    return { batches, files, publications, indexBehind, unsynced };
   });
-  const { batches, files, publications, indexBehind } = read.deferred();
+  const { batches, files, publications, indexBehind, unsynced } = read.deferred();
   const indexProblems: VerifyProblem[] = indexBehind
     ? [{
       code: 'index-not-updated',
@@ -321,10 +326,16 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
   const unreadable = (what: string, stderr: string, timedOut: boolean) =>
     finish(null, [{ code: 'repository-unreadable', message: `${what}: ${classifyGitFailure(stderr, timedOut).reason}` }]);
 
-  const [sym, head] = await Promise.all([
+  const [sym, head, gitDir] = await Promise.all([
     runner.run(['symbolic-ref', '-q', 'HEAD'], { cwd: vault, env }),
     runner.run(['rev-parse', '-q', '--verify', 'HEAD^{commit}'], { cwd: vault, env }),
+    runner.run(['rev-parse', '--absolute-git-dir'], { cwd: vault, env }),
   ]);
+  // (A failed index update, index-not-updated above, already names the lock Knowledge keeps for it.)
+  if (gitDir.code === 0 && !indexBehind) {
+    const left = await leftIndexLock(gitDir.stdout.toString('utf8').replace(/\n$/, ''), unsynced);
+    if (left) indexProblems.push(left);
+  }
   if (sym.code === 0) report.branch = sym.stdout.toString('utf8').trim();
   else if (sym.code !== 1) return unreadable('reading HEAD', sym.stderr, sym.timedOut);
   if (head.code !== 0) {
@@ -368,6 +379,30 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
     });
   }
   return finish({ order, trailers, parents, existing: existing.commits, blobs });
+}
+
+/**
+ * index.lock left by a Knowledge process that has ended (its marker names a
+ * process that is gone): stopped, or killed, after a checkpoint moved the
+ * branch and before the index followed [GIT-10]. The user's git commands that
+ * write the index fail meanwhile, and git's message says to delete the lock;
+ * deleted by hand, a commit made from the old index would delete the
+ * checkpoint's files from the tip. The next Knowledge write or scan takes the
+ * lock over, updates the index and releases it.
+ */
+async function leftIndexLock(gitDir: string, unsynced: { n: number; first: number | null; last: number | null }): Promise<VerifyProblem | null> {
+  const { lock } = await indexFiles(gitDir);
+  if (!(await isOwnStaleLock(lock))) return null;
+  const holder = /^knowledge-index-lock (\d+) /.exec(await readFile(lock, 'utf8').catch(() => ''))?.[1];
+  const behind = unsynced.n > 0
+    ? `the index is behind the branch: the update for batch${unsynced.n === 1 ? ` ${unsynced.first}` : `es ${unsynced.first}-${unsynced.last}`}, already committed, was not made`
+    : 'the index may be behind the branch (a checkpoint moved it and stopped before the index followed)';
+  return {
+    code: 'index-lock-left',
+    message: `${shownLockPath(gitDir, lock)} was left by a Knowledge process that has ended${holder ? ` (pid ${holder})` : ''}; ${behind}. ` +
+      'Your git commands that write the index fail until the next Knowledge write or scan (knowledge scan) updates the index and removes the lock; ' +
+      'do not delete it by hand: a commit made from the old index would delete the checkpoint\'s files from the tip',
+  };
 }
 
 /** Whether `a` is an ancestor of (or is) `b`, by the parents read from the log. */
