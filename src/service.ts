@@ -330,7 +330,7 @@ export class KnowledgeService {
   /** Attach a regular file under `opts.allowedRoot`, streamed in chunks; resumes under the same request id [ATT-3]. */
   async attachFile(path: string, opts: AttachFileOptions): Promise<AttachFileResult> {
     this.requireWriter();
-    const up = uploadFile(this.store, path, opts);
+    const up = await uploadFile(this.store, path, opts);
     try {
       return { receipt: await this.attachComplete(up.attachmentId), resumedFrom: up.resumedFrom, sentBytes: up.sentBytes };
     } catch (err) {

@@ -78,7 +78,7 @@ describe('an interrupted publish names its request (and publication) so that run
 });
 
 describe('an interrupted attach names its request id to resume with [ATT-1]', () => {
-  it('SIGINT mid-upload: one line naming the attachment and request id, status 130; that request id finishes one attachment, one commit', async () => {
+  it('SIGINT mid-upload: it stops there, one line naming the attachment and request id, status 130; that request id resumes it into one attachment, one commit', async () => {
     writeFileSync(join(sb.dir, 'big.log'), 'x'.repeat(10 * 1024 * 1024));
     const r = await signalledAt(['attach', '--store', 'st', 'big.log', '--json'], 'attach-mid-upload', 'SIGINT', { KNOWLEDGE_ATTACH_COMMIT_BYTES: '1' });
     expect(shellStatus(r), r.stderr).toBe(130);
@@ -89,6 +89,8 @@ describe('an interrupted attach names its request id to resume with [ATT-1]', ()
     const [, attachmentId, requestId] = m!;
     const again = cli(sb, ['attach', '--store', 'st', '--request-id', requestId!, 'big.log', '--json']);
     expect(again.code, again.stderr).toBe(0);
+    // Stopped where it was, between two commit groups (not once the whole file was sent): the retry sends the rest.
+    expect(again.stderr).toBe(`resumed the upload at byte ${8 * 1024 * 1024} of ${10 * 1024 * 1024}\n`);
     const receipt = JSON.parse(again.stdout);
     expect(receipt).toMatchObject({ attachmentId, requestId, git: { state: 'committed' } });
     expect(commitsFor(attachmentId!)).toEqual([receipt.git.commit]);

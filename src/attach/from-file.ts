@@ -20,7 +20,13 @@ export interface FileUpload {
   sentBytes: number;
 }
 
-export function uploadFile(store: Store, path: string, opts: AttachFileOptions): FileUpload {
+/**
+ * Async only to let signals in: between two commit groups the upload waits
+ * one turn of the event loop, so Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops it
+ * there, its committed bytes kept for a resume under the same request id
+ * (src/interrupt.ts), rather than once the whole file is sent.
+ */
+export async function uploadFile(store: Store, path: string, opts: AttachFileOptions): Promise<FileUpload> {
   const chunk = opts.chunkBytes ?? ATTACH_LIMITS.fileChunkBytes;
   if (!Number.isSafeInteger(chunk) || chunk < 1 || chunk > ATTACH_LIMITS.chunkBytes) {
     throw new KnowledgeError('E_VALIDATION', `chunk size must be between 1 and ${ATTACH_LIMITS.chunkBytes} bytes`);
@@ -45,9 +51,10 @@ export function uploadFile(store: Store, path: string, opts: AttachFileOptions):
     const resumedFrom = row.state === 'completed' ? row.size : row.received;
     if (row.state === 'receiving' && resumedFrom < size) {
       const buf = Buffer.allocUnsafe(Math.min(chunk, size));
-      const chunks = function* () {
-        for (let offset = resumedFrom; offset < size;) {
-          const want = Math.min(chunk, size - offset);
+      // One commit group's chunks, from `from`: [from, end).
+      const chunks = function* (from: number, end: number) {
+        for (let offset = from; offset < end;) {
+          const want = Math.min(chunk, end - offset);
           const n = readAt(f.fd, buf, offset, want);
           if (n !== want) throw new KnowledgeError('E_VALIDATION', `${path} changed while it was being attached`);
           yield { offset, bytes: buf.subarray(0, n) };
@@ -55,7 +62,12 @@ export function uploadFile(store: Store, path: string, opts: AttachFileOptions):
         }
       };
       try {
-        appendRun(store, row, chunks(), { groupBytes: group, now: () => nowIso() });
+        const span = Math.max(group, chunk);
+        let at = row;
+        for (let from = resumedFrom; from < size; from = at.received) {
+          if (from > resumedFrom) await new Promise((next) => setImmediate(next));
+          at = appendRun(store, at, chunks(from, Math.min(size, from + span)), { groupBytes: group, now: () => nowIso() });
+        }
         assertUnchanged(f, path);
       } catch (err) {
         if (err instanceof KnowledgeError && err.code === 'E_IO') {
