@@ -40,10 +40,10 @@ let installed: ((signal: StopSignal) => void) | null = null;
  */
 export function holdSignals(): () => void {
   holds++;
-  let let_go = false;
+  let done = false;
   return () => {
-    if (let_go) return;
-    let_go = true;
+    if (done) return;
+    done = true;
     holds--;
     if (holds === 0 && deferred !== null && installed !== null) installed(deferred);
   };
