@@ -13,7 +13,7 @@
  *   bytes; every publication receipt names its own batch.
  *
  * Split: `checkStore` (pure: rows and repository facts in, problems out) and
- * `verifyStore` (reads SQLite, runs three git commands).
+ * `verifyStore` (reads SQLite, runs a few git commands).
  */
 import { lstat, readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,6 +23,7 @@ import { vaultEnv } from '../git/inspect.js';
 import { COMMIT_MESSAGE_FORMAT, parseCommitMessages, Trailers } from '../git/trailers.js';
 import { queuedBytesSql } from './outbox.js';
 import { indexFiles, isOwnStaleLock, shownLockPath } from '../git/index-lock.js';
+import { committedBlobs, type CommittedFile } from './committed-blobs.js';
 
 export type VerifyCode =
   | 'git-unavailable'
@@ -358,26 +359,18 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
   const existing = await existingCommits(runner, vault, env, batches.filter((b) => b.commit && !reachable.has(b.commit)));
   if (!existing.ok) return unreadable('looking up commits', existing.stderr, existing.timedOut);
 
-  // Blob ids at <commit>:<path>, one cat-file for all of them.
+  // Blob ids at <commit>:<path>: a few cat-file calls for all of them, each folder read once (committed-blobs.ts).
   const byId = new Map(batches.map((b) => [b.batchId, b]));
-  const names: string[] = [];
+  const wanted: CommittedFile[] = [];
   for (const f of files) {
     const b = byId.get(f.batchId);
     if (b?.state !== 'committed' || !b.commit || !reachable.has(b.commit) || f.path.includes('\n')) continue;
     if (!f.deleted && !f.blobOid) continue;
-    names.push(`${b.commit}:${f.path}`);
+    wanted.push({ commit: b.commit, path: f.path });
   }
-  const blobs = new Map<string, string | null>();
-  if (names.length > 0) {
-    const cf = await runner.run(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { cwd: vault, env, input: names.join('\n') + '\n' });
-    if (cf.code !== 0) return unreadable('reading committed files', cf.stderr, cf.timedOut);
-    const lines = cf.stdout.toString('utf8').split('\n');
-    names.forEach((n, i) => {
-      // Only a blob is a file: a folder (tree) or a submodule (commit) now at the path means the file is gone.
-      const m = /^([0-9a-f]{40}(?:[0-9a-f]{24})?) (\w+)$/.exec(lines[i] ?? '');
-      blobs.set(n, m && m[2] === 'blob' ? m[1]! : null);
-    });
-  }
+  const found = await committedBlobs(runner, vault, env, wanted);
+  if (!found.ok) return unreadable(found.what, found.stderr, found.timedOut);
+  const blobs = found.blobs;
   return finish({ order, trailers, parents, existing: existing.commits, blobs });
 }
 
