@@ -105,30 +105,34 @@ describe('committedBlobs', () => {
       'nofolder/a.md', 'nofolder/b.md', 'uni/e\u0301.md', 'deep/a', 'deep/a/b', 'crlone/x.md', 'crname/b.md',
     ];
     const files: CommittedFile[] = [c1, c2, c3].flatMap((commit) => paths.map((path) => ({ commit, path })));
-    const { r, calls } = countingRunner();
-    const got = await committedBlobs(r, repo, vaultEnv(repo), files);
-    if (!got.ok) throw new Error(`${got.what}: ${got.stderr}`);
-    // Three cat-files for 3 x 1,200 files of one folder (each distinct folder once).
-    expect(calls.map((a) => a[0])).toEqual(['cat-file', 'cat-file', 'cat-file']);
+    // Read whole: every folder, those with two files or more, and (the default) only those with many.
+    for (const readFolderFrom of [1, 2, undefined]) {
+      const { r, calls } = countingRunner();
+      const got = await committedBlobs(r, repo, vaultEnv(repo), files, { readFolderFrom });
+      if (!got.ok) throw new Error(`${got.what}: ${got.stderr}`);
+      // Three cat-files for 3 x 1,200 files of one folder (each distinct folder once).
+      expect(calls.map((a) => a[0])).toEqual(['cat-file', 'cat-file', 'cat-file']);
+      expect(calls[1]).toEqual(['cat-file', '--batch']);
 
-    const want = reference(s, repo, files);
-    // The old lines lost a name's last carriage return: `crname/a.md<CR>` was read as `crname/a.md`.
-    const fixed = files.filter((f) => f.path.endsWith('\r'));
-    expect(fixed.length).toBe(6);
-    for (const f of fixed) {
-      const k = blobKey(f.commit, f.path);
-      expect(got.blobs.get(k)).toBe(ugit(s, repo, ['rev-parse', k]).trim());
-      want.set(k, got.blobs.get(k)!);
+      const want = reference(s, repo, files);
+      // The old lines lost a name's last carriage return: `crname/a.md<CR>` was read as `crname/a.md`.
+      const fixed = files.filter((f) => f.path.endsWith('\r'));
+      expect(fixed.length).toBe(6);
+      for (const f of fixed) {
+        const k = blobKey(f.commit, f.path);
+        expect(got.blobs.get(k)).toBe(ugit(s, repo, ['rev-parse', k]).trim());
+        want.set(k, got.blobs.get(k)!);
+      }
+      expect(got.blobs.size).toBe(want.size);
+      for (const [k, v] of want) expect(got.blobs.get(k), k).toBe(v);
+
+      // Sanity: both kinds of answer are there.
+      expect(got.blobs.get(blobKey(c1, big(0)))).not.toBe(got.blobs.get(blobKey(c2, big(0))));
+      expect(got.blobs.get(blobKey(c2, big(150)))).toBeNull();
+      expect(got.blobs.get(blobKey(c3, big(BIG - 1)))).toMatch(/^[0-9a-f]{40}$/);
+      for (const p of ['links/l1', 'sub/file.md', 'gone/ok.md', 'bytes/y.md', 'uni/é.md', 'cr\r/a.md']) expect(got.blobs.get(blobKey(c1, p)), p).toMatch(/^[0-9a-f]{40}$/);
+      for (const p of ['sub/mod', 'gone/missing.md', 'bytes/x\uFFFD.md', 'tree-at-file/x.md', 'file-as-dir/a.md', 'uni/e\u0301.md']) expect(got.blobs.get(blobKey(c1, p)), p).toBeNull();
     }
-    expect(got.blobs.size).toBe(want.size);
-    for (const [k, v] of want) expect(got.blobs.get(k), k).toBe(v);
-
-    // Sanity: both kinds of answer are there.
-    expect(got.blobs.get(blobKey(c1, big(0)))).not.toBe(got.blobs.get(blobKey(c2, big(0))));
-    expect(got.blobs.get(blobKey(c2, big(150)))).toBeNull();
-    expect(got.blobs.get(blobKey(c3, big(BIG - 1)))).toMatch(/^[0-9a-f]{40}$/);
-    for (const p of ['links/l1', 'sub/file.md', 'gone/ok.md', 'bytes/y.md', 'uni/é.md', 'cr\r/a.md']) expect(got.blobs.get(blobKey(c1, p)), p).toMatch(/^[0-9a-f]{40}$/);
-    for (const p of ['sub/mod', 'gone/missing.md', 'bytes/x\uFFFD.md', 'tree-at-file/x.md', 'file-as-dir/a.md', 'uni/e\u0301.md']) expect(got.blobs.get(blobKey(c1, p)), p).toBeNull();
   });
 
   it('lone files are asked for one line each, and nothing at all asks nothing', async () => {
@@ -153,9 +157,10 @@ describe('committedBlobs', () => {
 
   it('treeEntries reads names as bytes and ids of either hash length, and refuses a cut tree', () => {
     const sha1 = Buffer.concat([Buffer.from('100644 a b\0'), Buffer.alloc(20, 0xab), Buffer.from('40000 d\xff\0', 'latin1'), Buffer.alloc(20, 1)]);
-    expect(treeEntries(sha1, 20)).toEqual([{ name: 'a b', oid: 'ab'.repeat(20) }, { name: 'd\xff', oid: '01'.repeat(20) }]);
+    expect(treeEntries(sha1, 20)).toEqual([{ name: 'a b', oidAt: 11 }, { name: 'd\xff', oidAt: 40 }]);
+    expect(sha1.toString('hex', 40, 60)).toBe('01'.repeat(20));
     const sha256 = Buffer.concat([Buffer.from('100755 x\0'), Buffer.alloc(32, 0xcd)]);
-    expect(treeEntries(sha256, 32)).toEqual([{ name: 'x', oid: 'cd'.repeat(32) }]);
+    expect(treeEntries(sha256, 32)).toEqual([{ name: 'x', oidAt: 9 }]);
     expect(() => treeEntries(sha1.subarray(0, sha1.length - 1), 20)).toThrow(/malformed/);
   });
 });
