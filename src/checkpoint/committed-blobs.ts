@@ -7,11 +7,11 @@
  * One `cat-file --batch-check` of `<commit>:<path>` per file asks git to find
  * the path anew each time: git reads the path's folder (tree object) again and
  * searches it from its first entry, so N files of one folder cost N x N (a
- * baseline scan of 20,000 files in one folder took ~50 s of git CPU and met the
- * 30 s timeout). Here the files are grouped by commit and folder: a folder
- * that holds many of them is read once (`cat-file --batch`) and its entries
- * matched in one pass; the few of other folders are asked for as before. The answer
- * is git's own: the entry's object id, and a blob only when the object
+ * baseline scan's files in one folder: 2.8 s of git CPU at 5,000 files, ~70 s
+ * at 20,000, past the runner's 30 s timeout). Here the files are grouped by
+ * commit and folder: a folder that holds many of them is read once
+ * (`cat-file --batch`) and its entries matched in one pass; files of other
+ * folders are asked for one by one as before. The answer is git's own: the entry's object id, and a blob only when the object
  * database says so (`--batch-check` of those ids), as `<commit>:<path>` gives.
  * One difference, a fix: a name that ends in a carriage return is found (the
  * old per-file line lost that character to cat-file's line reading).
