@@ -468,47 +468,6 @@ describe('partitions', () => {
   });
 });
 
-describe('a new record\'s file name differs by more than case from the names its folder holds (README, Store layout)', () => {
-  const shardOf = (slug: string) => createHash('sha256').update(slug).digest('hex').slice(0, 2);
-  const hash8 = (id: string) => sha(id).slice(0, 8);
-  const byHand = (rel: string, text: string) => {
-    mkdirSync(join(vault, rel, '..'), { recursive: true });
-    writeFileSync(join(vault, rel), text);
-  };
-  const hand = (id: string) => `---\nformat: knowledge-record-v1\nid: ${id}\nrevision: 1\nkind: page\ntitle: Hand\nrecorded_at: 2026-01-01T00:00:00Z\nupdated_at: 2026-01-01T00:00:00Z\nscope: private\nlifecycle: active\n---\nbody\n`;
-  const pathOf = (id: string, title: string) => {
-    const r = publish([write(`${id}.md`, `---\nid: ${id}\nkind: page\ntitle: ${title}\n---\nx\n`)]);
-    expect(r.code, r.stderr).toBe(0);
-    return r.receipt.records[0].path as string;
-  };
-
-  it('a name in another case of a letter past ASCII: CAFÉ.md, which a scan indexed, is café.md on a case-insensitive file system', () => {
-    byHand(`private/pages/${shardOf('café')}/CAFÉ.md`, hand('rec-hand-1'));
-    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
-    expect(pathOf('rec-cafe', 'Café')).toBe(`private/pages/${shardOf('café')}/café-${hash8('rec-cafe')}.md`);
-  });
-
-  it('files no scan has seen yet: NOTE.md in ASCII capitals, crème.md written decomposed (NFD, as macOS writes it), ΟΔΟΣ.md (NTFS: σ and ς are one letter)', () => {
-    byHand(`private/pages/${shardOf('note')}/NOTE.md`, 'my note\n');
-    byHand(`private/pages/${shardOf('crème')}/${'crème'.normalize('NFD')}.md`, 'by hand\n');
-    byHand(`private/pages/${shardOf('οδος')}/ΟΔΟΣ.md`, 'by hand\n');
-    expect(pathOf('rec-note', 'Note')).toBe(`private/pages/${shardOf('note')}/note-${hash8('rec-note')}.md`);
-    expect(pathOf('rec-creme', 'Crème')).toBe(`private/pages/${shardOf('crème')}/crème-${hash8('rec-creme')}.md`);
-    expect(pathOf('rec-odos', 'Οδος')).toBe(`private/pages/${shardOf('οδος')}/οδος-${hash8('rec-odos')}.md`);
-    // Every file is still there beside the new one.
-    expect(readdirSync(join(vault, `private/pages/${shardOf('note')}`)).sort()).toEqual(['NOTE.md', `note-${hash8('rec-note')}.md`]);
-    expect(readFileSync(join(vault, `private/pages/${shardOf('crème')}/${'crème'.normalize('NFD')}.md`), 'utf8')).toBe('by hand\n');
-  });
-
-  it('a file the index knows, deleted since, still holds its name; a free name is taken as it is', () => {
-    byHand(`private/pages/${shardOf('gone')}/Gone.md`, hand('rec-hand-2'));
-    expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
-    rmSync(join(vault, `private/pages/${shardOf('gone')}/Gone.md`));
-    expect(pathOf('rec-gone', 'Gone')).toBe(`private/pages/${shardOf('gone')}/gone-${hash8('rec-gone')}.md`);
-    expect(pathOf('rec-free', 'Free')).toBe(`private/pages/${shardOf('free')}/free.md`);
-  });
-});
-
 describe('[PUB-1] bad input from files and ids (issue 2)', () => {
   const nothingWritten = () => {
     expect(existsSync(join(vault, 'private'))).toBe(false);

@@ -4,13 +4,13 @@
  * and the disk; writes nothing.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, readFileSync, readdirSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir, type PartitionId } from '../store/layout.js';
 import { parseRecordText, completeDraft, requiresEvidence, isValidId, sha256Hex, draftExpectedRevision, withDefaultCitations, validateDraft, loneSurrogateProblem } from '../records/record.js';
-import { recordPath, isSafeRelativePath, NamesAnyCase } from '../records/filename.js';
+import { recordPath, isSafeRelativePath } from '../records/filename.js';
 import { onDiskAt, requireWritable } from '../fsutil.js';
 import type { RecordKind } from '../records/types.js';
 import { detectMedia, belongsInHistory, normalizeMediaType } from '../evidence/media.js';
@@ -102,14 +102,13 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   const db = store.db;
   const bytes = new Map<string, Buffer>();
   const files: PlannedFile[] = [];
-  /** This publication's files, compared as a case-insensitive file system compares names. */
-  const planned = new NamesAnyCase();
+  const plannedLower = new Set<string>();
   const addFile = (path: string, data: Buffer, inHistory: boolean, priorSha256: string | null) => {
     // A file the vault already has (priorSha256: a record revised in place) keeps its name as it is, in whatever
     // normal form it was written (NFD on macOS); names Knowledge makes are NFC.
     if (!isSafeRelativePath(path, { existing: priorSha256 !== null })) throw new KnowledgeError('E_VALIDATION', `unsafe path ${JSON.stringify(path)}`);
-    if (planned.has(path)) throw new KnowledgeError('E_VALIDATION', `two files of this publication map to ${path}`);
-    planned.add(path);
+    if (plannedLower.has(path.toLowerCase())) throw new KnowledgeError('E_VALIDATION', `two files of this publication map to ${path}`);
+    plannedLower.add(path.toLowerCase());
     // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
     requireWritable(store.paths.vault, path, { hash: false });
     bytes.set(path, data);
@@ -172,41 +171,11 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   }
 
   const getRecord = db.prepare('SELECT id, partition, path, revision, sha256, recorded_at FROM records WHERE id = ?');
-  // A name is taken by one that differs only in case or Unicode normal form in this partition's folder (a clone on a
-  // case-insensitive file system — macOS, Windows — could not hold both: NamesAnyCase), elsewhere only by the same
-  // name: whether a conversation whose id differs from this one's only in case holds a file of that name is not this
-  // caller's to learn from its own file's name. What the folder holds is what the index knows of it (files deleted
-  // since the last scan included) and what its entries on disk are now (files not scanned yet included): the one
-  // folder's, read once per publication. SQLite's lower() folds ASCII only, which finds the folder's rows in any ASCII
-  // case through the lower(path) indexes; their names are compared in JS.
-  const rowsInFolderAnyCase = db.prepare(
-    "SELECT path FROM records WHERE lower(path) >= lower(@dir) || '/' AND lower(path) < lower(@dir) || '0' " +
-    "UNION ALL SELECT path FROM vault_files WHERE lower(path) >= lower(@dir) || '/' AND lower(path) < lower(@dir) || '0'",
-  ).pluck();
-  const folders = new Map<string, { names: NamesAnyCase; listed: boolean }>();
-  const folderNames = (dir: string) => {
-    let folder = folders.get(dir);
-    if (folder === undefined) {
-      // The same names from the index and the disk (most of them) are folded once.
-      const raw = new Set<string>();
-      for (const p of rowsInFolderAnyCase.all({ dir }) as string[]) {
-        // (The first name under the folder: a file there, or a folder holding the row's file.)
-        if (p.startsWith(`${pdir}/`)) raw.add(p.slice(dir.length + 1).split('/')[0]!);
-      }
-      let listed = true;
-      try {
-        for (const name of readdirSync(join(store.paths.vault, dir))) raw.add(name);
-      } catch (err) {
-        // No such folder yet: nothing of it on disk. Unreadable: each name is looked up as it is (below).
-        listed = (err as NodeJS.ErrnoException).code === 'ENOENT';
-      }
-      const names = new NamesAnyCase();
-      for (const name of raw) names.add(name);
-      folder = { names, listed };
-      folders.set(dir, folder);
-    }
-    return folder;
-  };
+  // A name is taken by one that differs only in case in this partition's folder (a clone on a case-insensitive file
+  // system could not hold both), elsewhere only by the same name: whether a conversation whose id differs from this
+  // one's only in case holds a file of that name is not this caller's to learn from its own file's name.
+  const sameNameAnyCase = db.prepare('SELECT path FROM records WHERE lower(path) = lower(?) UNION ALL SELECT path FROM vault_files WHERE lower(path) = lower(?)').pluck();
+  const pathTakenInIndex = (rel: string) => (sameNameAnyCase.all(rel, rel) as string[]).some((p) => p === rel || p.startsWith(`${pdir}/`));
   const getTombstone = db.prepare('SELECT revision, partition, path FROM record_tombstones WHERE id = ?');
   const revisionFloor = db.prepare('SELECT revision FROM record_revision_floors WHERE id = ?').pluck();
   const claimants = db.prepare('SELECT DISTINCT partition FROM scan_duplicate_rows WHERE id = ?').pluck();
@@ -241,12 +210,8 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
   // refused for them.
   const priorCitations = db.prepare("SELECT json_extract(meta, '$.evidence') FROM records WHERE id = ?").pluck();
   const citationKey = (c: { source: string; lines?: [number, number]; quote?: string }) => JSON.stringify([c.source, c.lines ?? null, c.quote ?? null]);
-  const taken = (rel: string) => {
-    if (planned.has(rel)) return true;
-    const slash = rel.lastIndexOf('/');
-    const folder = folderNames(rel.slice(0, slash));
-    return folder.names.has(rel.slice(slash + 1)) || (!folder.listed && onDiskAt(join(store.paths.vault, rel)));
-  };
+  const taken = (rel: string) =>
+    plannedLower.has(rel.toLowerCase()) || pathTakenInIndex(rel) || onDiskAt(join(store.paths.vault, rel));
 
   const records: PlannedRecord[] = [];
   const idsInRequest = new Set<string>();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { isSafeRelativePath, MAX_SLUG_BYTES, NamesAnyCase, recordPath, slugForTitle } from './filename.js';
+import { isSafeRelativePath, MAX_SLUG_BYTES, recordPath, slugForTitle } from './filename.js';
 import { sha256Hex } from './record.js';
 
 const bytes = (s: string) => Buffer.byteLength(s, 'utf8');
@@ -152,24 +152,6 @@ describe('isSafeRelativePath', () => {
     expect(isSafeRelativePath('private/e\u0301te\u0301.md', { existing: true })).toBe(true);
     expect(isSafeRelativePath('private/e\u0301te\u0301.md')).toBe(false);
     for (const bad of ['../e\u0301.md', '/e\u0301.md', 'a//e\u0301', 'e\u0301\n.md']) expect(isSafeRelativePath(bad, { existing: true }), bad).toBe(false);
-  });
-});
-
-describe('NamesAnyCase: names as a case-insensitive file system compares them', () => {
-  const same = (a: string, b: string) => {
-    const names = new NamesAnyCase();
-    names.add(a);
-    return names.has(b);
-  };
-  it('any case of any script, either normal form, and what NTFS\'s uppercase table takes for one letter', () => {
-    for (const [a, b] of [
-      ['NOTE.md', 'note.md'], ['CAFÉ.md', 'café.md'], ['café.md'.normalize('NFD'), 'café.md'], ['CAFÉ.md'.normalize('NFD'), 'café.md'],
-      ['ΟΔΟΣ.md', 'οδος.md'], ['οδοσ.md', 'οδος.md'], ['ſ.md', 's.md'], ['\u212a.md', 'k.md'], ['ÄRGER.md', 'ärger.md'], ['ДОМ.md', 'дом.md'],
-    ]) {
-      expect(same(a!, b!), `${a} ${b}`).toBe(true);
-      expect(same(b!, a!), `${b} ${a}`).toBe(true);
-    }
-    for (const [a, b] of [['note.md', 'note2.md'], ['cafe.md', 'café.md'], ['a-b.md', 'a_b.md']]) expect(same(a!, b!), `${a} ${b}`).toBe(false);
   });
 });
 

@@ -110,41 +110,6 @@ export function isSafeRelativePath(p: string, opts: { existing?: boolean } = {})
   return true;
 }
 
-/**
- * The forms under which a case-insensitive file system may take one name for
- * another: the full lowercase and the full uppercase of its NFC form (macOS's
- * APFS and HFS+ also take the NFC and NFD spellings of a name for one name;
- * Windows' NTFS compares by an uppercase table, so `ſ` is `s` and `ς` is `σ`
- * there). Two names are the same name in any case when either form agrees.
- * Locale-independent, so the same names give the same answer anywhere.
- */
-// eslint-disable-next-line no-control-regex -- every ASCII code point, controls included
-const ASCII_ONLY = /^[\x00-\x7f]*$/;
-
-export function caseFoldedForms(name: string): [lower: string, upper: string] {
-  // ASCII is its own NFC, and its case maps stay ASCII: no normalising (most names; a shard folder holds hundreds).
-  if (ASCII_ONLY.test(name)) return [name.toLowerCase(), name.toUpperCase()];
-  const nfc = name.normalize('NFC');
-  return [nfc.toLowerCase().normalize('NFC'), nfc.toUpperCase().normalize('NFC')];
-}
-
-/** Names (or paths) compared as a case-insensitive file system compares them (caseFoldedForms). */
-export class NamesAnyCase {
-  private readonly lower = new Set<string>();
-  private readonly upper = new Set<string>();
-
-  add(name: string): void {
-    const [lower, upper] = caseFoldedForms(name);
-    this.lower.add(lower);
-    this.upper.add(upper);
-  }
-
-  has(name: string): boolean {
-    const [lower, upper] = caseFoldedForms(name);
-    return this.lower.has(lower) || this.upper.has(upper);
-  }
-}
-
 export interface RecordPathOptions {
   /** e.g. 'private' or 'conversations/abc' */
   partitionDir: string;
