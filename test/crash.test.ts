@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { storeSandbox, storeWithHistory, cli, userGit, type Sandbox } from './helpers.js';
 
 /**
  * Crash tests kill a real `knowledge publish` process (SIGKILL at a named
@@ -14,10 +14,8 @@ import { storeSandbox, cli, userGit, type Sandbox } from './helpers.js';
 let sb: Sandbox;
 let vault: string;
 beforeEach(() => {
-  ({ sb, vault } = storeSandbox());
   // An earlier publication, so the crash happens on a repository with history.
-  writeFileSync(join(sb.dir, 'first.md'), '---\nkind: page\ntitle: First\n---\nfirst\n');
-  expect(cli(sb, ['publish', '--store', 'st', 'first.md']).code).toBe(0);
+  ({ sb, vault } = storeWithHistory());
   writeFileSync(join(sb.dir, 'p.md'), '---\nkind: page\ntitle: Crashing\n---\nexact bytes\n');
   writeFileSync(join(sb.dir, 'ev.txt'), 'evidence bytes\n');
 });

@@ -87,6 +87,15 @@ export function storeSandbox(): { sb: Sandbox; vault: string } {
   return { sb, vault: join(sb.dir, 'st', 'vault') };
 }
 
+/** A store sandbox with one publication already committed, so what a test does next meets a repository with history. */
+export function storeWithHistory(): { sb: Sandbox; vault: string } {
+  const made = storeSandbox();
+  writeFileSync(join(made.sb.dir, 'first.md'), '---\nkind: page\ntitle: First\n---\nfirst\n');
+  const r = cli(made.sb, ['publish', '--store', 'st', 'first.md']);
+  if (r.code !== 0) throw new Error(`knowledge publish failed: ${r.stderr}`);
+  return made;
+}
+
 /**
  * A git for Knowledge (KNOWLEDGE_GIT) that runs the user's shell `action`
  * once, in `cwd` and with the user's environment, when Knowledge starts its

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js';
+import { storeWithHistory, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 
 /**
  * Signals delivered to a real `knowledge` process (Ctrl-C is SIGINT to the
@@ -14,9 +14,7 @@ import { storeSandbox, cli, cliPath, userGit, type Sandbox } from './helpers.js'
 let sb: Sandbox;
 let vault: string;
 beforeEach(() => {
-  ({ sb, vault } = storeSandbox());
-  writeFileSync(join(sb.dir, 'first.md'), '---\nkind: page\ntitle: First\n---\nfirst\n');
-  expect(cli(sb, ['publish', '--store', 'st', 'first.md']).code).toBe(0);
+  ({ sb, vault } = storeWithHistory());
   writeFileSync(join(sb.dir, 'p.md'), '---\nkind: page\ntitle: Interrupted\n---\nexact bytes\n');
 });
 afterEach(() => sb.cleanup());
