@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import { initStore } from '../store/store.js';
 import { KnowledgeService } from '../service.js';
 import { UsageError, gitOptionsFromEnv, parsePort } from './main.js';
-import { shown } from './shown.js';
+import { internalErrorLines, shown, warningLine } from './shown.js';
 
 export const DEMO_REQUESTS = {
   evidence: '3b1f3c2e-8d4a-4c57-9a53-0c7de0a1b001',
@@ -167,7 +167,7 @@ export async function runDemo(args: string[], env: NodeJS.ProcessEnv, out: { std
   }
   const { startGateway, closeOnSignal, DEFAULT_PORT } = await import('../gateway/server.js');
   const vault = join(dir, 'vault');
-  const start = (p: number) => startGateway({ storeDir: dir, port: p, env, git: gitOptionsFromEnv(env), notice: demoNotice(vault), onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`), onWarning: (w) => out.stderr(`warning: ${w}\n`) });
+  const start = (p: number) => startGateway({ storeDir: dir, port: p, env, git: gitOptionsFromEnv(env), notice: demoNotice(vault), onInternalError: (e) => out.stderr(internalErrorLines(e)), onWarning: (w) => out.stderr(warningLine(w)) });
   let gw;
   try {
     gw = await start(port ?? DEFAULT_PORT);

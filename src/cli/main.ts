@@ -21,7 +21,7 @@ import type { PublicationReceipt } from '../publish/types.js';
 import type { Caller } from '../access.js';
 import type { AttachmentReceipt } from '../attach/types.js';
 import type { VerifyReport } from '../checkpoint/verify.js';
-import { shown, shownText } from './shown.js';
+import { internalErrorLines, oneLine, shown, shownText, warningLine } from './shown.js';
 
 /** The CLI reads and scans as the operator (access.ts OPERATOR, without loading it). */
 const OPERATOR: Caller = { kind: 'operator' };
@@ -191,7 +191,7 @@ async function withService<T>(out: Out, dir: string, write: boolean, command: st
     return await fn(svc);
   } finally {
     try {
-      for (const note of await svc.settle()) out.stderr(`warning: ${shownText(note)}\n`);
+      for (const note of await svc.settle()) out.stderr(warningLine(note));
     } catch (err) {
       out.stderr(`warning: after the answer: ${errorLine(err, env)}`);
     } finally {
@@ -500,8 +500,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         }
         const gw = await startGateway({
           storeDir: dir, host, port, token, env, git: gitOptionsFromEnv(env),
-          onInternalError: (e) => out.stderr(`E_INTERNAL: ${(e as Error).stack ?? String(e)}\n`),
-          onWarning: (w) => out.stderr(`warning: ${shownText(w)}\n`),
+          onInternalError: (e) => out.stderr(internalErrorLines(e)),
+          onWarning: (w) => out.stderr(warningLine(w)),
         });
         emit(Boolean(values.json), { url: gw.url, origin: gw.origin, store: gw.service.store.paths.root, pid: process.pid },
           `Knowledge Gateway for ${shown(gw.service.store.paths.root)}\n  open ${gw.url}\n  holds the store's writer lock until stopped (Ctrl-C)\n`);
@@ -596,10 +596,6 @@ function currentDirectory(what: string): string {
 }
 
 /** Text made one line (a path may hold a newline): each line break and the space around it become one space. */
-function oneLine(s: string): string {
-  return s.replace(/\s*\n\s*/g, ' ').trim();
-}
-
 /** A whole-number option from `min` to `max`; `dflt` when absent. */
 function wholeOption(v: string | undefined, name: string, min: number, max: number, dflt: number): number {
   if (v === undefined) return dflt;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { shown, shownText } from './shown.js';
+import { internalErrorLines, shown, shownText, warningLine } from './shown.js';
 
 describe('shown: a one-line field as a terminal may show it', () => {
   it('shows control characters (C0 with line breaks and tabs, DEL, C1) as \\xNN and a backslash as \\\\', () => {
@@ -20,5 +20,17 @@ describe('shownText: text printed as several lines on purpose', () => {
 
   it('leaves backslashes as written', () => {
     expect(shownText('C:\\dir \\x1b')).toBe('C:\\dir \\x1b');
+  });
+});
+
+describe('warningLine and internalErrorLines: what serve, demo and every command print on stderr', () => {
+  it('a warning is one line, escaped: a line break cannot fake another line, an escape sequence is shown', () => {
+    expect(warningLine('could not commit a/b.md:\n  fatal: \u001b[31mno\rway')).toBe('warning: could not commit a/b.md: fatal: \\x1b[31mno\\x0dway\n');
+  });
+  it("an internal error keeps its stack's lines, each escaped", () => {
+    const err = new Error('bad \u001b]0;title\u0007');
+    err.stack = 'Error: bad \u001b]0;title\u0007\n    at x (y.js:1:2)';
+    expect(internalErrorLines(err)).toBe('E_INTERNAL: Error: bad \\x1b]0;title\\x07\n    at x (y.js:1:2)\n');
+    expect(internalErrorLines('plain \u009b')).toBe('E_INTERNAL: plain \\x9b\n');
   });
 });

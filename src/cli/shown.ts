@@ -47,3 +47,21 @@ export function shown(s: string): string {
 export function shownText(s: string): string {
   return s.replace(IN_TEXT, escaped);
 }
+
+/**
+ * A `warning:` line on stderr, as an error's line is (main.ts errorLine): one line whatever the warning holds (a path,
+ * Git's own words), so it can neither fake a line of the output nor send escape sequences ({@link shownText}).
+ */
+export function warningLine(warning: string): string {
+  return `warning: ${shownText(oneLine(warning))}\n`;
+}
+
+/** A message made one line: each line break, with the spaces around it, as one space. */
+export function oneLine(s: string): string {
+  return s.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/** An internal error's report on stderr: its stack, several lines on purpose, escaped as {@link shownText}. */
+export function internalErrorLines(err: unknown): string {
+  return `E_INTERNAL: ${shownText(err instanceof Error ? err.stack ?? err.message : String(err))}\n`;
+}

@@ -36,6 +36,7 @@ import { bindAgentOnLaunch, requireAgentAllowed, type AgentCaller } from './iden
 import { TOOLS, type ToolContext, type ToolDefinition } from './tools.js';
 import { argumentsError, toolError, toolSuccess, type ToolResult } from './results.js';
 import { LineLimit } from './line-limit.js';
+import { warningLine } from '../cli/shown.js';
 import { MCP_LIMITS } from './schemas.js';
 
 export const SERVER_NAME = 'knowledge';
@@ -106,9 +107,9 @@ function storeAccess(opts: McpOptions, log: (line: string) => void): ToolContext
       } finally {
         // The work after receipts never changes a tool's answer [GIT-15]: what went wrong in it is logged.
         try {
-          for (const note of await svc.settle()) log(`knowledge mcp: warning: ${note}\n`);
+          for (const note of await svc.settle()) log(`knowledge mcp: ${warningLine(note)}`);
         } catch (err) {
-          log(`knowledge mcp: warning: after the answer: ${err instanceof Error ? err.message : String(err)}\n`);
+          log(`knowledge mcp: ${warningLine(`after the answer: ${err instanceof Error ? err.message : String(err)}`)}`);
         } finally {
           svc.close();
         }
