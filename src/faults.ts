@@ -14,6 +14,7 @@ export type CrashPoint =
   | 'before-record-commit'
   | 'after-record-commit'
   // Attachments [ATT-1, ATT-2]
+  | 'attach-mid-hash'
   | 'attach-mid-upload'
   | 'attach-before-chunk-commit'
   | 'attach-after-install'

@@ -93,3 +93,14 @@ export function endBySignal(signal: StopSignal): never {
   process.kill(process.pid, signal);
   process.exit(signalExitStatus(signal));
 }
+
+/**
+ * Let a signal that has arrived be acted on: synchronous work (reading a long file) waits here between two of its
+ * pieces. Two turns of the event loop: a signal is read in the loop's poll phase, and one `setImmediate` awaited
+ * from an I/O callback runs in the same iteration's check phase, after poll; the second runs only after the next
+ * poll phase.
+ */
+export async function yieldToSignals(): Promise<void> {
+  await new Promise((next) => setImmediate(next));
+  await new Promise((next) => setImmediate(next));
+}

@@ -94,6 +94,26 @@ describe('an interrupted attach names its request id to resume with [ATT-1]', ()
     expect(commitsFor(attachmentId!)).toEqual([receipt.git.commit]);
     expect(userGit(sb, vault, ['rev-list', '--count', 'main']).trim()).toBe('2');
   });
+
+  it('SIGTERM while the file is hashed, before the upload starts: it stops there (not once the whole file is read), nothing kept, status 143; the same request id then attaches it once', async () => {
+    writeFileSync(join(sb.dir, 'big.log'), 'y'.repeat(12 * 1024 * 1024));
+    const r = await signalledAt(['attach', '--store', 'st', 'big.log', '--json'], 'attach-mid-hash', 'SIGTERM', { KNOWLEDGE_ATTACH_COMMIT_BYTES: '1' });
+    expect(shellStatus(r), r.stderr).toBe(143);
+    // Paused once: the hash did not go on to its next 4 MiB.
+    expect(r.stderr.match(/paused at attach-mid-hash/g), r.stderr).toHaveLength(1);
+    const lines = r.stderr.split('\n').filter((l) => l && !l.startsWith('knowledge: paused at'));
+    expect(lines, r.stderr).toHaveLength(1);
+    const m = /^E_INTERRUPTED: SIGTERM stopped knowledge attach of big\.log, request ([0-9a-f-]{36}); retry with request id \1 to resume/.exec(lines[0]!);
+    expect(m, lines[0]).not.toBeNull();
+    // No upload was started: the store's activity is its one publication.
+    expect(JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout)).toHaveLength(1);
+    const again = cli(sb, ['attach', '--store', 'st', '--request-id', m![1]!, 'big.log', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toBe('');
+    const receipt = JSON.parse(again.stdout);
+    expect(receipt).toMatchObject({ requestId: m![1], size: 12 * 1024 * 1024, git: { state: 'committed' } });
+    expect(commitsFor(receipt.attachmentId)).toEqual([receipt.git.commit]);
+  });
 });
 
 

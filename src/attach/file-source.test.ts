@@ -30,12 +30,12 @@ function refusal(path: string, r = root): { code: string; message: string } | nu
 }
 
 describe('[ATT-3] openRegularFile accepts regular files under the allowed root only', () => {
-  it('opens a regular file and streams its digest', () => {
+  it('opens a regular file and streams its digest', async () => {
     writeFileSync(join(root, 'a.txt'), 'hello\n');
     const f = openRegularFile(join(root, 'a.txt'), root);
     try {
       expect(f.name).toBe('a.txt');
-      expect(hashOpenFile(f, 2)).toEqual({ sha256: createHash('sha256').update('hello\n').digest('hex'), size: 6 });
+      expect(await hashOpenFile(f, 2)).toEqual({ sha256: createHash('sha256').update('hello\n').digest('hex'), size: 6 });
     } finally {
       closeFile(f);
     }

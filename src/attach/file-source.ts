@@ -21,6 +21,8 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, read
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { KnowledgeError } from '../errors.js';
+import { crashPoint } from '../faults.js';
+import { yieldToSignals } from '../interrupt.js';
 
 /** Upper bound of directory entries examined when confirming hard links. */
 export const LINK_SEARCH_LIMIT = 200_000;
@@ -157,16 +159,28 @@ export function readAt(fd: number, buf: Buffer, position: number, length: number
   return got;
 }
 
-/** SHA-256 and length of the whole file, streamed through one reused buffer. */
-export function hashOpenFile(f: OpenedFile, bufBytes: number): { sha256: string; size: number } {
+/**
+ * SHA-256 and length of the whole file, streamed through one reused buffer.
+ * Every `yieldBytes` it waits one turn of the event loop, so a signal (Ctrl-C)
+ * stops a long file's hash there rather than once it is read to the end
+ * (src/interrupt.ts: a handler runs between tasks only).
+ */
+export async function hashOpenFile(f: OpenedFile, bufBytes: number, yieldBytes = Infinity): Promise<{ sha256: string; size: number }> {
   const h = createHash('sha256');
   const buf = Buffer.allocUnsafe(bufBytes);
   let pos = 0;
+  let sinceYield = 0;
   for (;;) {
     const n = readAt(f.fd, buf, pos, buf.length);
     if (n === 0) break;
     h.update(buf.subarray(0, n));
     pos += n;
+    sinceYield += n;
+    if (sinceYield >= yieldBytes) {
+      sinceYield = 0;
+      crashPoint('attach-mid-hash');
+      await yieldToSignals();
+    }
   }
   return { sha256: h.digest('hex'), size: pos };
 }

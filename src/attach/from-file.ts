@@ -12,6 +12,7 @@ import { startUpload, appendRun, findAttachment } from './upload.js';
 import { openRegularFile, hashOpenFile, readAt, assertUnchanged, closeFile } from './file-source.js';
 import { ATTACH_LIMITS, type AttachFileOptions } from './types.js';
 import { nowIso } from '../clock.js';
+import { yieldToSignals } from '../interrupt.js';
 
 export interface FileUpload {
   attachmentId: string;
@@ -21,10 +22,11 @@ export interface FileUpload {
 }
 
 /**
- * Async only to let signals in: between two commit groups the upload waits
- * one turn of the event loop, so Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops it
- * there, its committed bytes kept for a resume under the same request id
- * (src/interrupt.ts), rather than once the whole file is sent.
+ * Async only to let signals in: between two commit groups (and as often
+ * while the file is hashed first) the upload waits one turn of the event
+ * loop, so Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops it there, its committed
+ * bytes kept for a resume under the same request id (src/interrupt.ts),
+ * rather than once the whole file is read or sent.
  */
 export async function uploadFile(store: Store, path: string, opts: AttachFileOptions): Promise<FileUpload> {
   const chunk = opts.chunkBytes ?? ATTACH_LIMITS.fileChunkBytes;
@@ -35,7 +37,7 @@ export async function uploadFile(store: Store, path: string, opts: AttachFileOpt
   if (!Number.isSafeInteger(group) || group < 0) throw new KnowledgeError('E_VALIDATION', 'commit interval must be a non-negative number of bytes');
   const f = openRegularFile(path, opts.allowedRoot);
   try {
-    const { sha256, size } = hashOpenFile(f, chunk);
+    const { sha256, size } = await hashOpenFile(f, chunk, Math.max(group, chunk));
     if (size !== f.size) throw new KnowledgeError('E_VALIDATION', `${path} changed while it was being attached`);
     const req = checkStartRequest({
       requestId: opts.requestId,
@@ -65,7 +67,7 @@ export async function uploadFile(store: Store, path: string, opts: AttachFileOpt
         const span = Math.max(group, chunk);
         let at = row;
         for (let from = resumedFrom; from < size; from = at.received) {
-          if (from > resumedFrom) await new Promise((next) => setImmediate(next));
+          if (from > resumedFrom) await yieldToSignals();
           at = appendRun(store, at, chunks(from, Math.min(size, from + span)), { groupBytes: group, now: () => nowIso() });
         }
         assertUnchanged(f, path);
