@@ -163,7 +163,7 @@ export class KnowledgeService {
       throw new KnowledgeError(
         'E_READ_ONLY',
         this.store.registered
-          ? `store ${this.store.paths.root} is read-only (writesEnabled: false in ${this.store.registry.file}; set it to true there to allow writes)`
+          ? `store ${this.store.paths.root} is read-only (writesEnabled: false in ${this.store.registry.file}${this.store.registeredAs !== null && this.store.registeredAs !== this.store.paths.root ? `, under ${JSON.stringify(this.store.registeredAs)}: the same store (vault id ${this.store.manifest.vaultId}) by another path` : ''}; set it to true there to allow writes)`
           : `store ${this.store.paths.root} is read-only (created with --read-only, and ${this.store.registry.file} does not list it: \`knowledge init ${this.store.paths.root}\` registers it as it is; then set writesEnabled to true there to allow writes)`,
       );
     }

@@ -359,6 +359,40 @@ describe('[LAY-2] registry settings: --read-only', () => {
     expect(r.stderr).toMatch(/^E_READ_ONLY: /);
     expect(existsSync(join(sb.dir, 'st/vault/private'))).toBe(false);
   });
+
+  it('follows the store when it is moved: still read-only at its new path, the error names the entry, and init there registers it read-only', () => {
+    cli(sb, ['init', 'st']);
+    const file = join(sb.home, '.knowledge', 'registry.json');
+    const reg = JSON.parse(readFileSync(file, 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+    reg.stores[join(sb.dir, 'st')]!.writesEnabled = false;
+    writeFileSync(file, JSON.stringify(reg));
+    renameSync(join(sb.dir, 'st'), join(sb.dir, 'moved'));
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    const r = cli(sb, ['publish', '--store', 'moved', 'a.md']);
+    expect(r.stderr).toMatch(/^E_READ_ONLY: /);
+    expect(r.stderr).toContain(`writesEnabled: false in ${file}, under ${JSON.stringify(join(sb.dir, 'st'))}: the same store`);
+    const init = cli(sb, ['init', 'moved', '--json']);
+    expect(init.code, init.stderr).toBe(0);
+    expect(JSON.parse(init.stdout)).toMatchObject({ created: false, writesEnabled: false });
+    expect(JSON.parse(readFileSync(file, 'utf8')).stores[join(sb.dir, 'moved')]).toMatchObject({ writesEnabled: false });
+    const again = cli(sb, ['publish', '--store', 'moved', 'a.md']);
+    expect(again.stderr).toMatch(/^E_READ_ONLY: /);
+    expect(existsSync(join(sb.dir, 'moved/vault/private'))).toBe(false);
+  });
+
+  it('init by the real path of a store set read-only under a path through a symbolic link registers it read-only too', () => {
+    mkdirSync(join(sb.dir, 'real'));
+    symlinkSync(join(sb.dir, 'real'), join(sb.dir, 'link'));
+    cli(sb, ['init', 'link/st']);
+    const file = join(sb.home, '.knowledge', 'registry.json');
+    const reg = JSON.parse(readFileSync(file, 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+    reg.stores[join(sb.dir, 'link', 'st')]!.writesEnabled = false;
+    writeFileSync(file, JSON.stringify(reg));
+    const init = cli(sb, ['init', 'real/st', '--json']);
+    expect(JSON.parse(init.stdout)).toMatchObject({ created: false, writesEnabled: false });
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    expect(cli(sb, ['publish', '--store', 'real/st', 'a.md']).stderr).toMatch(/^E_READ_ONLY: /);
+  });
 });
 
 describe('[LAY-2] the registry changed by several processes at once', () => {

@@ -106,6 +106,11 @@ export class Registry {
    * it is read-only here too.
    */
   settingsOf(storeRoot: string, vaultId: string): StoreSettings | undefined {
+    return this.entryOf(storeRoot, vaultId)?.settings;
+  }
+
+  /** {@link settingsOf}, with the path the entry is registered under. */
+  entryOf(storeRoot: string, vaultId: string): { key: string; settings: StoreSettings } | undefined {
     const stores = this.read().stores;
     let real: string | undefined;
     try {
@@ -113,10 +118,11 @@ export class Registry {
     } catch {
       real = undefined;
     }
-    const direct = stores[resolve(storeRoot)] ?? (real !== undefined ? stores[real] : undefined);
-    if (direct && (direct.vaultId === vaultId || !direct.writesEnabled)) return direct;
-    const same = Object.values(stores).filter((s) => s.vaultId === vaultId);
-    return same.find((s) => !s.writesEnabled) ?? direct ?? same[0];
+    const at = (key: string | undefined) => (key !== undefined && stores[key] ? { key, settings: stores[key] } : undefined);
+    const direct = at(resolve(storeRoot)) ?? at(real);
+    if (direct && (direct.settings.vaultId === vaultId || !direct.settings.writesEnabled)) return direct;
+    const same = Object.keys(stores).filter((k) => stores[k]!.vaultId === vaultId).map((k) => at(k)!);
+    return same.find((e) => !e.settings.writesEnabled) ?? direct ?? same[0];
   }
 
   put(storeRoot: string, settings: StoreSettings): void {

@@ -29,6 +29,8 @@ export interface Store {
   settings: StoreSettings;
   /** Whether `settings` come from the registry's entry; false: it lists no such store, and they are the store's own. */
   registered: boolean;
+  /** The path the registry's entry is under, when registered: this store's root, its real path, or (moved, copied) another path of its vault id. */
+  registeredAs: string | null;
   registry: Registry;
   /** True while this process holds the single-writer lock. */
   writer: boolean;
@@ -57,8 +59,14 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     // Already a store: init is idempotent, but never changes an existing vault id.
     const manifest = readManifest(paths);
     requireDatabaseOpens(paths);
-    // Registered here for the first time (another KNOWLEDGE_HOME made it): as the store was created, whatever this init asks.
-    const settings = known ?? registry.putIfAbsent(root, { vaultId: manifest.vaultId, writesEnabled: createdWritable(paths) ?? !opts.readOnly, createdAt: manifest.createdAt });
+    // Registered here for the first time: as the registry has it under another path of the same store (moved, copied,
+    // reached through a symbolic link — read-only wherever one entry says so, as an open takes it), else as it was
+    // created (another KNOWLEDGE_HOME made it); whatever this init asks.
+    const settings = known ?? registry.putIfAbsent(root, {
+      vaultId: manifest.vaultId,
+      writesEnabled: registry.settingsOf(root, manifest.vaultId)?.writesEnabled ?? createdWritable(paths) ?? !opts.readOnly,
+      createdAt: manifest.createdAt,
+    });
     return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
   }
   const enclosing = !known && !hasManifest && !hasDb ? enclosingStore(root) : null;
@@ -335,17 +343,21 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     throw new KnowledgeError('E_UNAVAILABLE', `store ${root}: vault.json (${manifest.vaultId}) does not belong to state.sqlite (${dbVault ?? 'none'})`);
   }
   // A registry that does not list the store (another KNOWLEDGE_HOME, or none yet): the store as it was created.
-  const settingsNow = (): { settings: StoreSettings; registered: boolean } => {
-    let entry: StoreSettings | undefined;
+  const settingsNow = (): { settings: StoreSettings; registered: boolean; registeredAs: string | null } => {
+    let entry: { key: string; settings: StoreSettings } | undefined;
     try {
-      entry = registry.settingsOf(root, manifest.vaultId);
+      entry = registry.entryOf(root, manifest.vaultId);
     } catch (err) {
       // A reader opens a store by its path [LAY-2] also where the registry cannot be read, with the settings the
       // store keeps itself. A writer may not: the registry's writesEnabled could say no.
       if (opts.write || !isKnowledgeError(err) || err.code !== 'E_UNAVAILABLE') throw err;
       entry = undefined;
     }
-    return { settings: entry ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt }, registered: entry !== undefined };
+    return {
+      settings: entry?.settings ?? { vaultId: manifest.vaultId, writesEnabled: getMeta(db, WRITES_ENABLED_META) !== '0', createdAt: manifest.createdAt },
+      registered: entry !== undefined,
+      registeredAs: entry?.key ?? null,
+    };
   };
   let writer = false;
   let releaseFileLock = () => {};
@@ -357,7 +369,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     db.close();
     releaseFileLock();
   };
-  let now: { settings: StoreSettings; registered: boolean };
+  let now: ReturnType<typeof settingsNow>;
   try {
     now = settingsNow();
     if (opts.write) {
@@ -371,7 +383,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     release();
     throw err;
   }
-  const { settings, registered } = now;
+  const { settings, registered, registeredAs } = now;
   let closed = false;
   const store: Store = {
     paths,
@@ -379,6 +391,7 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     manifest,
     settings,
     registered,
+    registeredAs,
     registry,
     writer,
     reloadSettings() {
