@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { processStartTicks } from '../src/process.js';
 import { openStore } from '../src/store/store.js';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, cliPath, canMountTmpfs, runUnshared, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, cliPath, userGit, canMountTmpfs, runUnshared, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, type Sandbox } from './helpers.js';
 
 const canMount = canMountTmpfs('the full-disk store test');
 
@@ -561,6 +561,55 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
     const after = new Database(join(sb.dir, 'proj', 'state.sqlite'), { readonly: true });
     expect(after.prepare('SELECT x FROM important').pluck().all()).toEqual(['keep me']);
     after.close();
+  });
+
+  it('a lost state.sqlite (vault and history there): every command says how to go on, and following it gives a store whose scan finds the history already holds the files', () => {
+    cli(sb, ['init', 'st']);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md']).code).toBe(0);
+    rmSync(join(sb.dir, 'st', 'state.sqlite'));
+    const registry = join(sb.home, '.knowledge', 'registry.json');
+    const manifest = join(sb.dir, 'st', 'vault', 'vault.json');
+    const hint = `restore state.sqlite from a backup taken together with this vault; without one, a new state for these files (their Git history kept; receipts, activity and the journal of earlier requests lost) is made by removing ${manifest} and this store's entry from ${registry}, then knowledge init ${join(sb.dir, 'st')}`;
+    const scan = cli(sb, ['scan', '--store', 'st']);
+    expect(scan.stderr.trim()).toBe(`E_UNAVAILABLE: store ${join(sb.dir, 'st')} is unavailable: missing state.sqlite; it is not recreated [LAY-3]: ${hint}`);
+    const init = cli(sb, ['init', 'st']);
+    expect(init.stderr.trim()).toBe(`E_UNAVAILABLE: store ${join(sb.dir, 'st')} is incomplete (missing state.sqlite); refusing to recreate it [LAY-3]: ${hint}`);
+    expect(existsSync(join(sb.dir, 'st', 'state.sqlite'))).toBe(false);
+    rmSync(manifest);
+    const reg = JSON.parse(readFileSync(registry, 'utf8'));
+    delete reg.stores[join(sb.dir, 'st')];
+    writeFileSync(registry, JSON.stringify(reg));
+    expect(cli(sb, ['init', 'st']).code).toBe(0);
+    const again = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ baseline: true, added: [expect.stringMatching(/^private\/pages\//)], git: null });
+    // Nothing committed again: the history already holds the file; the next publication goes on from it.
+    expect(userGit(sb, join(sb.dir, 'st', 'vault'), ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
+    writeFileSync(join(sb.dir, 'b.md'), page.replace(/title: .*/, 'title: After'));
+    expect(cli(sb, ['publish', '--store', 'st', 'b.md']).code).toBe(0);
+    expect(userGit(sb, join(sb.dir, 'st', 'vault'), ['rev-list', '--count', 'HEAD']).trim()).toBe('2');
+  });
+
+  it('a clone of a vault\'s repository taken for a store: the error says it is a vault, init refuses to nest a store in it, and the way it names works', () => {
+    cli(sb, ['init', 'st']);
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    expect(cli(sb, ['publish', '--store', 'st', 'a.md']).code).toBe(0);
+    const clone = join(sb.dir, 'kb');
+    expect(spawnSync('git', ['clone', '-q', join(sb.dir, 'st', 'vault'), clone], { env: sb.env }).status).toBe(0);
+    const vaultHint = `it looks like a vault itself (a clone or copy of one: a Git repository holding private/ or conversations/); a store is the folder that holds a vault as vault/ beside its state.sqlite: to use this one, move it into a new folder as vault/ (mkdir STORE && mv ${clone} STORE/vault) and run knowledge init STORE`;
+    const scan = cli(sb, ['scan', '--store', 'kb']);
+    expect(scan.stderr).toContain(`E_UNAVAILABLE: no store at ${clone}: ${vaultHint}`);
+    const init = cli(sb, ['init', 'kb']);
+    expect(init.code).toBe(1);
+    expect(init.stderr).toContain(`E_VALIDATION: ${clone} is not a store: ${vaultHint}`);
+    expect(readdirSync(clone).sort()).toEqual(['.git', 'private']);
+    mkdirSync(join(sb.dir, 'st2'));
+    renameSync(clone, join(sb.dir, 'st2', 'vault'));
+    expect(cli(sb, ['init', 'st2']).code).toBe(0);
+    const adopted = cli(sb, ['scan', '--store', 'st2', '--json']);
+    expect(JSON.parse(adopted.stdout)).toMatchObject({ baseline: true, added: [expect.stringMatching(/^private\/pages\//)], git: null });
+    expect(userGit(sb, join(sb.dir, 'st2', 'vault'), ['rev-list', '--count', 'HEAD']).trim()).toBe('1');
   });
 
   it('a store removed as a whole is not recreated either; init says how to forget it on purpose', () => {

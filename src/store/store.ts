@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync, lstatSync, statfsSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { atomicWrite, clearStaleTemps, mkdirDurable, isDirectory, isFile } from '../fsutil.js';
 import { KnowledgeError, isKnowledgeError, isDiskFull, isErrnoError, isIoError } from '../errors.js';
@@ -70,6 +70,10 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     return { store: root, vault: paths.vault, vaultId: manifest.vaultId, writesEnabled: settings.writesEnabled, created: false };
   }
   const enclosing = !known && !hasManifest && !hasDb ? enclosingStore(root) : null;
+  if (!known && !hasVault && !hasManifest && !hasDb && enclosing === null && looksLikeVault(root)) {
+    // A store made here would put its own vault (and repository) inside this one's work tree.
+    throw new KnowledgeError('E_VALIDATION', `${root} is not a store: ${VAULT_NOT_STORE(root)}`);
+  }
   if (enclosing !== null) {
     // A store inside a vault would put its state.sqlite in that vault (and in its Git history's work tree).
     throw new KnowledgeError(
@@ -84,7 +88,7 @@ export function initStore(dir: string, opts: { readOnly?: boolean; env?: NodeJS.
     throw new KnowledgeError(
       'E_UNAVAILABLE',
       `store ${root} is incomplete (${describeMissing(hasVault, hasManifest, hasDb)}); refusing to recreate it [LAY-3]` +
-        (known && !hasManifest && !hasDb ? `; if you removed it on purpose, remove its entry from ${registry.file} first` : ''),
+        (known && !hasManifest && !hasDb ? `; if you removed it on purpose, remove its entry from ${registry.file} first` : lostState(root, hasVault, hasManifest, hasDb, registry, known !== undefined)),
     );
   }
   // Adopting an existing folder of Markdown is allowed (scans will baseline it); anything else there is not.
@@ -282,6 +286,29 @@ export function enclosingStore(dir: string): string | null {
   return null;
 }
 
+/**
+ * Whether `dir` is itself a vault, not a store (a folder holding one as `vault/`): a Git repository with a
+ * partition's record or evidence folders at its top — a clone or copy of a vault's repository.
+ */
+function looksLikeVault(dir: string): boolean {
+  if (lstatOrNull(join(dir, '.git')) === null || isDirectory(join(dir, 'vault'))) return false;
+  return ['pages', 'claims', 'relationships', 'evidence'].some((d) => isDirectory(join(dir, 'private', d))) || isDirectory(join(dir, 'conversations'));
+}
+
+const VAULT_NOT_STORE = (dir: string) =>
+  `it looks like a vault itself (a clone or copy of one: a Git repository holding private/ or conversations/); a store is ` +
+  `the folder that holds a vault as vault/ beside its state.sqlite: to use this one, move it into a new folder as vault/ ` +
+  `(mkdir STORE && mv ${dir} STORE/vault) and run knowledge init STORE, which adopts it (scans record its files; its Git history is kept)`;
+
+/** The way forward for a store whose state.sqlite is gone while its vault is there (LAY-3: never recreated by itself). */
+function lostState(root: string, hasVault: boolean, hasManifest: boolean, hasDb: boolean, registry: Registry, known: boolean): string {
+  if (!hasVault || hasDb) return '';
+  const remove = [hasManifest && join(root, 'vault', 'vault.json'), known && `this store's entry from ${registry.file}`].filter(Boolean);
+  return `: restore state.sqlite from a backup taken together with this vault; without one, a new state for these files ` +
+    `(their Git history kept; receipts, activity and the journal of earlier requests lost) is made by ` +
+    `${remove.length ? `removing ${remove.join(' and ')}, then ` : ''}knowledge init ${root}`;
+}
+
 function describeMissing(vault: boolean, manifest: boolean, db: boolean): string {
   const missing = [!vault && 'vault directory', !manifest && 'vault/vault.json', !db && 'state.sqlite'].filter(Boolean);
   return missing.length ? `missing ${missing.join(', ')}` : 'inconsistent';
@@ -318,9 +345,11 @@ export function openStore(dir: string, opts: OpenOptions): Store {
     const enclosing = never ? enclosingStore(root) : null;
     const what = enclosing !== null
       ? `no store at ${root}: it is inside the vault of the store ${enclosing} (use --store ${enclosing})`
+      : never && looksLikeVault(root)
+      ? `no store at ${root}: ${VAULT_NOT_STORE(root)}`
       : never
       ? `no store at ${root} (create one with: knowledge init ${dir})`
-      : `store ${root} is unavailable: ${describeMissing(hasVault, hasManifest, hasDb)}; it is not recreated [LAY-3]`;
+      : `store ${root} is unavailable: ${describeMissing(hasVault, hasManifest, hasDb)}; it is not recreated [LAY-3]${lostState(root, hasVault, hasManifest, hasDb, registry, known !== undefined)}`;
     throw new KnowledgeError('E_UNAVAILABLE', what);
   }
   const manifest = readManifest(paths);
