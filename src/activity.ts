@@ -8,9 +8,8 @@
  * shows an entry again for each newer one that arrived since its last page.
  * Each kind is read newest first by its `created_at` index, never sorted.
  */
-import { KnowledgeError } from './errors.js';
 import type { DB } from './store/db.js';
-import { decodeCursor, encodeCursor } from './read/query.js';
+import { cursorStart, decodeCursor, encodeCursor } from './read/query.js';
 import { batchGitState } from './checkpoint/outbox.js';
 import type { GitState } from './git/types.js';
 import { attachmentEntry } from './attach/receipt.js';
@@ -55,9 +54,7 @@ export function parseActivityCursor(cursor: unknown): ActivityPlace {
 
 /** A page's start: by offset, or after a cursor's entry — not both. */
 export function activityStart(offset: number, cursor: string | undefined): ActivityPlace | undefined {
-  if (cursor === undefined) return undefined;
-  if (offset !== 0) throw new KnowledgeError('E_VALIDATION', 'give cursor or offset, not both: a cursor already says where the page starts');
-  return parseActivityCursor(cursor);
+  return cursorStart(offset, cursor, parseActivityCursor);
 }
 
 /**

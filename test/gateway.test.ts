@@ -425,7 +425,19 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     // By cursor, over HTTP and from the CLI: the entries after the one whose cursor is given.
     const byCursor = await json(app.request(`/api/activity?limit=2&cursor=${cliEntries[1]!.cursor}`));
     expect((byCursor.body as unknown as Array<{ id: string }>).map((e) => e.id)).toEqual(ids.slice(4, 6));
-    expect((await json(app.request(`/api/activity?offset=2&cursor=${cliEntries[1]!.cursor}`))).status).toBe(400);
+    const both = await json(app.request(`/api/activity?offset=2&cursor=${cliEntries[1]!.cursor}`));
+    expect(both.status).toBe(400);
+    // A cursor beside an offset is refused alike by Activity and the list (one check, src/read/query.ts cursorStart), here and from the CLI.
+    const listCursor = (await json(app.request('/api/records?limit=1'))).body.nextCursor as string;
+    const listBoth = await json(app.request(`/api/records?offset=1&cursor=${encodeURIComponent(listCursor)}`));
+    expect(listBoth.status).toBe(400);
+    expect(both.body).toEqual(listBoth.body);
+    expect(both.body).toEqual({ error: { code: 'E_VALIDATION', message: 'give cursor or offset, not both: a cursor already says where the page starts' } });
+    const cliBoth = cli(sb, ['activity', '--store', 'st', '--offset', '2', '--cursor', cliEntries[1]!.cursor]);
+    const cliListBoth = cli(sb, ['list', '--store', 'st', '--offset', '1', '--cursor', listCursor]);
+    expect([cliBoth.code, cliListBoth.code]).toEqual([1, 1]);
+    expect(cliBoth.stderr).toBe(cliListBoth.stderr);
+    expect(cliBoth.stderr).toMatch(/^E_VALIDATION: give cursor or offset, not both/);
     expect((await json(app.request('/api/activity?cursor=nonsense'))).status).toBe(400);
     const cliNext = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '1', '--cursor', cliEntries[1]!.cursor]);
     const next = JSON.parse(cliNext.stdout) as Array<{ id: string; cursor: string }>;

@@ -313,6 +313,17 @@ export function decodeCursor(cursor: unknown, expected: string, valid: (v: unkno
   return v as unknown[];
 }
 
+/**
+ * Where a page asked for by `cursor` starts (`decode` reads the cursor), or
+ * undefined without one (the page starts at its offset). A cursor with an
+ * offset is E_VALIDATION: the list and Activity refuse it alike.
+ */
+export function cursorStart<T>(offset: number, cursor: unknown, decode: (cursor: unknown) => T): T | undefined {
+  if (cursor === undefined || cursor === null) return undefined;
+  if (offset !== 0) bad('give cursor or offset, not both: a cursor already says where the page starts');
+  return decode(cursor);
+}
+
 /** The opaque cursor naming `p`. */
 export function encodeListCursor(p: ListPosition): string {
   return encodeCursor([p.updatedKey, p.id]);
@@ -341,10 +352,8 @@ export function parseListQuery(input: unknown): ParsedList {
   if (type !== undefined) out.type = type;
   const lifecycle = optLifecycle(q);
   if (lifecycle) out.lifecycle = lifecycle;
-  if (q.cursor !== undefined && q.cursor !== null) {
-    if (out.offset !== 0) bad('give cursor or offset, not both: a cursor already says where the page starts');
-    out.after = decodeListCursor(q.cursor);
-  }
+  const after = cursorStart(out.offset, q.cursor, decodeListCursor);
+  if (after) out.after = after;
   return out;
 }
 
