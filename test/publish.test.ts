@@ -508,6 +508,18 @@ describe('[PUB-1] bad input from files and ids (issue 2)', () => {
     nothingWritten();
   });
 
+  it('an evidence path holding a control character (a line break, ESC) is E_VALIDATION as knowledge attach says it, writing nothing', () => {
+    write('c.md', '---\nkind: claim\nclaim_kind: fact\ntitle: x\n---\n');
+    for (const name of ['line\nbreak.txt', 'esc\u001b[31mred.txt']) {
+      write(name, 'measured\n');
+      const r = publish(['--evidence', name, 'c.md']);
+      expect(r.code, JSON.stringify(name)).toBe(1);
+      expect(r.stderr).toBe(`E_VALIDATION: the path ${JSON.stringify(name)} holds a control character\n`);
+      nothingWritten();
+      expect(cli(sb, ['attach', '--store', 'st', name]).stderr).toBe(r.stderr);
+    }
+  });
+
   /** `knowledge publish --store st ARGS` with standard input opened on `path` with `flags`. */
   const withStdin = (path: string, flags: string, args: string[]) => {
     const fd = openSync(path, flags);

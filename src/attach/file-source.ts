@@ -51,6 +51,16 @@ export function isInside(root: string, p: string): boolean {
   return p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
 }
 
+/**
+ * E_VALIDATION when `path` holds a control character: no file name holds one
+ * a caller means (a NUL would reach the system call as an error of its own).
+ * Attach and publish's `--evidence` refuse such a path alike.
+ */
+export function refuseControlInPath(path: string): void {
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(path)) throw new KnowledgeError('E_VALIDATION', `the path ${JSON.stringify(path)} holds a control character`);
+}
+
 /** Open `path` for attaching, judged against `allowedRoot` as described above. */
 export function openRegularFile(path: string, allowedRoot: string): OpenedFile {
   let root: string;
@@ -59,9 +69,7 @@ export function openRegularFile(path: string, allowedRoot: string): OpenedFile {
   } catch {
     throw new KnowledgeError('E_VALIDATION', `allowed root ${allowedRoot} does not exist`);
   }
-  // No file name holds a control character a caller means (a NUL would reach the system call as an error of its own).
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(path)) throw new KnowledgeError('E_VALIDATION', `the path ${JSON.stringify(path)} holds a control character`);
+  refuseControlInPath(path);
   const abs = resolve(path);
   const name = basename(abs);
   if (name === '' || abs === sep) throw new KnowledgeError('E_VALIDATION', `${path} is a directory`);

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { endBySignal, stopOnSignals, type StopSignal } from '../interrupt.js';
 import { KnowledgeError, isDiskFull, isErrnoError, isIoError, isKnowledgeError } from '../errors.js';
 import { LIMITS } from '../publish/limits.js';
+import { refuseControlInPath } from '../attach/file-source.js';
 // Only light modules are imported up front: the store, the service (SQLite,
 // YAML, every pipeline) and the renderers are loaded by the commands that use
 // them, so `--help` or a usage error starts fast and `scan` loads no Gateway,
@@ -277,6 +278,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const actor = (values.actor as string | undefined) ?? 'operator';
         if (actor !== 'agent' && actor !== 'operator') throw new UsageError('--actor must be agent or operator');
         const evidencePaths = (values.evidence as string[] | undefined) ?? [];
+        // A path holding a control character is refused before anything is read, as attach refuses it.
+        for (const p of evidencePaths) refuseControlInPath(p);
         // The limits on the whole request before a byte of it is read (publish/validate.ts checks them again).
         if (positionals.length > LIMITS.records) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.records} records per publication`);
         if (evidencePaths.length > LIMITS.evidenceFiles) throw new KnowledgeError('E_TOO_LARGE', `at most ${LIMITS.evidenceFiles} evidence files per publication`);
