@@ -183,11 +183,21 @@ describe('[READ-1] records, lookup and search over HTTP', () => {
       '/api/activity?limit=100000',
       '/api/records/rec-glossary/diff?from=HEAD~1&to=HEAD',
       '/api/records/rec-glossary/diff?from=' + 'a'.repeat(40),
+      // Bytes that are not UTF-8 once percent-decoded, in any string parameter (the CLI refuses such an argument).
+      '/api/search?q=%FF',
+      '/api/search?q=caf%E9',
+      '/api/search?q=x&tag=%FF',
+      '/api/records?type=%C3',
+      '/api/records?cursor=%FF',
+      '/api/lookup?key=%FF',
+      '/api/activity?cursor=%FF',
+      '/api/records/rec-glossary/diff?from=%FF&to=%FF',
     ]) {
       const r = await json(app.request(path));
       expect(r.status, path).toBe(400);
       expect(r.body.error?.code, path).toBe('E_VALIDATION');
     }
+    expect((await json(app.request('/api/search?q=%FF'))).body.error?.message).toMatch(/^query parameter "q" is not UTF-8 text/);
     // A date error names the query parameter the caller sent.
     expect((await json(app.request('/api/search?q=x&before=soon'))).body.error?.message).toMatch(/^before must be/);
     const huge = await json(app.request(`/api/search?q=${'a'.repeat(5000)}`));

@@ -26,7 +26,16 @@ describe('readParams', () => {
   });
 
   it('tolerates malformed percent-encoding as literal text (no exception escapes)', () => {
-    expect(readParams('http://x/?q=%E0%A4%A', ['q']).q).toBeTypeOf('string');
+    expect(readParams('http://x/?q=%E0%A4%A5%A', ['q']).q).toBe('\u0925%A');
+    expect(readParams('http://x/?q=a%zz%', ['q']).q).toBe('a%zz%');
+  });
+
+  it('refuses a parameter whose percent-decoded bytes are not UTF-8 (the CLI refuses such an argument), whichever it is', () => {
+    for (const url of ['http://x/?q=%FF', 'http://x/?q=%E0%A4%A', 'http://x/?q=caf%E9', 'http://x/?q=ok&tag=%C3', 'http://x/?q=%ED%A0%80', 'http://x/?%FF=1']) {
+      expect(codeOf(() => readParams(url, ['q', 'tag'])), url).toBe('E_VALIDATION');
+    }
+    // U+FFFD sent as its own UTF-8 bytes is text like any other.
+    expect(readParams('http://x/?q=%EF%BF%BD', ['q']).q).toBe('\uFFFD');
   });
 
   it('required() names the missing parameter', () => {

@@ -6,6 +6,7 @@
  * Pure; table-tested.
  */
 import { KnowledgeError } from '../errors.js';
+import { isUtf8 } from '../scan/scope.js';
 
 /** Longest request target the Gateway reads; longer ones are E_TOO_LARGE (413). */
 export const MAX_URL_LENGTH = 4096;
@@ -17,7 +18,9 @@ export type Params = Partial<Record<string, string>>;
  * as absent (an HTML form sends every field).
  */
 export function readParams(url: string, allowed: readonly string[]): Params {
-  const search = new URL(url).searchParams;
+  const u = new URL(url);
+  refuseNonUtf8(u.search);
+  const search = u.searchParams;
   const out: Params = {};
   const seen = new Set<string>();
   for (const [key, value] of search) {
@@ -29,6 +32,25 @@ export function readParams(url: string, allowed: readonly string[]): Params {
     if (value !== '') out[key] = value;
   }
   return out;
+}
+
+/**
+ * E_VALIDATION when a parameter of the query string `search` percent-decodes
+ * to bytes that are not UTF-8 (`q=%FF`): URLSearchParams would replace them
+ * with U+FFFD and answer for other text, where the CLI refuses such an
+ * argument. `%` without two hex digits stays literal text, as there.
+ */
+function refuseNonUtf8(search: string): void {
+  for (const pair of search.slice(1).split('&')) {
+    const [key = '', value = ''] = pair.split(/=(.*)/s);
+    for (const part of [key, value]) {
+      // Escapes are at odd indices of the split; the rest is ASCII (the URL parser percent-encodes anything else).
+      const bytes = Buffer.concat(part.split(/(%[0-9A-Fa-f]{2})/).map((p, i) => (i % 2 ? Buffer.from([parseInt(p.slice(1), 16)]) : Buffer.from(p, 'utf8'))));
+      if (!isUtf8(bytes)) {
+        throw new KnowledgeError('E_VALIDATION', `query parameter ${JSON.stringify(key.slice(0, 40))} is not UTF-8 text once percent-decoded; Knowledge takes text as UTF-8`);
+      }
+    }
+  }
 }
 
 /** Reject request targets longer than {@link MAX_URL_LENGTH}. */
