@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { storeWithHistory, cli, cliPath, userGit, type Sandbox } from './helpers.js';
 
 /**
@@ -145,5 +146,20 @@ describe('[GIT-10] a signal while Knowledge holds index.lock waits for the index
     expect(scan.code, scan.stderr).toBe(0);
     expect(existsSync(lock())).toBe(false);
     expect(userGit(sb, vault, ['status', '--porcelain', '--', 'private'])).toBe('');
+  });
+});
+
+describe('[SCAN-4] an interrupted scan on a terminal', () => {
+  it('clears its progress line before the E_INTERRUPTED line, as a finished scan clears it', async () => {
+    // stderr is a pipe here; a module loaded first makes the CLI take it for a terminal, so it draws its progress line.
+    const tty = join(sb.dir, 'stderr-is-a-tty.mjs');
+    writeFileSync(tty, "Object.defineProperty(process.stderr, 'isTTY', { value: true });\n");
+    // A file the scan records and commits: it pauses after queueing that commit (well past the bar's first 500 ms), then draws its commit phase.
+    writeFileSync(join(vault, 'private', 'edited.md'), '---\nkind: page\ntitle: Edited by hand\n---\nx\n');
+    const r = await signalledAt(['scan', '--store', 'st'], 'scan-after-enqueue', 'SIGINT', { NODE_OPTIONS: `--import=${pathToFileURL(tty).href}` });
+    expect(shellStatus(r), r.stderr).toBe(130);
+    expect(r.stderr).toContain('\r\x1b[2Kcommitting ');
+    // The last progress line is cleared (carriage return, erase the line), and the interrupted line starts on the empty line.
+    expect(r.stderr.endsWith('\r\x1b[2KE_INTERRUPTED: SIGINT stopped knowledge scan; run knowledge scan again\n'), JSON.stringify(r.stderr)).toBe(true);
   });
 });

@@ -205,10 +205,13 @@ async function withService<T>(out: Out, dir: string, write: boolean, command: st
  * Run a writing command's `work` so that SIGINT, SIGTERM or SIGHUP end it
  * with one line on stderr (`line`: what was interrupted and how to finish it)
  * and the signal's own exit status (128 + its number), rather than silently;
- * an index update under way is finished first (src/interrupt.ts).
+ * an index update under way is finished first (src/interrupt.ts). `clear`
+ * takes what the command drew on the terminal (scan's progress line) off it
+ * first, as the command's own end would: the process ends without it.
  */
-async function interruptible<T>(out: Out, line: (signal: StopSignal) => string, work: () => Promise<T>): Promise<T> {
+async function interruptible<T>(out: Out, line: (signal: StopSignal) => string, work: () => Promise<T>, clear?: () => void): Promise<T> {
   const stop = stopOnSignals((signal) => {
+    clear?.();
     out.stderr(oneLine(line(signal)) + '\n');
     endBySignal(signal);
   }, out.stderr);
@@ -354,7 +357,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         try {
           receipt = await interruptible(out, (signal) => `E_INTERRUPTED: ${signal} stopped knowledge scan; run knowledge scan again`, () =>
             withService(out, dir, true, 'knowledge scan', env, (s) =>
-              s.scan({ partition: values.partition as string | undefined, caller: OPERATOR, onProgress: bar ? (p) => bar.update(p) : undefined })));
+              s.scan({ partition: values.partition as string | undefined, caller: OPERATOR, onProgress: bar ? (p) => bar.update(p) : undefined })),
+            () => bar?.done());
         } finally {
           bar?.done();
         }
