@@ -23,7 +23,7 @@ afterEach(() => sb.cleanup());
 /** Run the CLI, send `signal` (to its process group, as a terminal does) once it pauses at `point`; its end and stderr. */
 async function signalledAt(args: string[], point: string, signal: NodeJS.Signals, env: NodeJS.ProcessEnv = {}, again?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; stdout: string }> {
   const child = spawn(process.execPath, [cliPath, ...args], {
-    cwd: sb.dir, env: { ...sb.env, ...env, KNOWLEDGE_PAUSE_AT: `${point}:1500` }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+    cwd: sb.dir, env: { ...sb.env, ...env, KNOWLEDGE_PAUSE_AT: `${env.KNOWLEDGE_PAUSE_AT ? `${env.KNOWLEDGE_PAUSE_AT},` : ''}${point}:1500` }, stdio: ['ignore', 'pipe', 'pipe'], detached: true,
   });
   let stdout = '';
   let stderr = '';
@@ -161,5 +161,19 @@ describe('[SCAN-4] an interrupted scan on a terminal', () => {
     expect(r.stderr).toContain('\r\x1b[2Kcommitting ');
     // The last progress line is cleared (carriage return, erase the line), and the interrupted line starts on the empty line.
     expect(r.stderr.endsWith('\r\x1b[2KE_INTERRUPTED: SIGINT stopped knowledge scan; run knowledge scan again\n'), JSON.stringify(r.stderr)).toBe(true);
+  });
+
+  it('a signal held while the index follows the branch is said on a line of its own, the progress line cleared first', async () => {
+    const tty = join(sb.dir, 'stderr-is-a-tty.mjs');
+    writeFileSync(tty, "Object.defineProperty(process.stderr, 'isTTY', { value: true });\n");
+    writeFileSync(join(vault, 'private', 'edited.md'), '---\nkind: page\ntitle: Edited by hand\n---\nx\n');
+    // Paused first where the bar has drawn its commit phase, then signalled once the branch moved.
+    const r = await signalledAt(['scan', '--store', 'st'], 'after-update-ref', 'SIGINT', { NODE_OPTIONS: `--import=${pathToFileURL(tty).href}`, KNOWLEDGE_PAUSE_AT: 'scan-after-enqueue:700' });
+    expect(shellStatus(r), r.stderr).toBe(130);
+    expect(r.stderr).toContain('\r\x1b[2Kcommitting ');
+    const held = r.stderr.indexOf('knowledge: SIGINT received; finishing the index update first');
+    expect(held, JSON.stringify(r.stderr)).toBeGreaterThan(0);
+    // (Here the pause's own line ends the progress line; without the test's pauses the note would follow it directly.)
+    expect(r.stderr.slice(0, held).endsWith('\r\x1b[2K'), JSON.stringify(r.stderr)).toBe(true);
   });
 });

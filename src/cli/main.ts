@@ -214,7 +214,11 @@ async function interruptible<T>(out: Out, line: (signal: StopSignal) => string, 
     clear?.();
     out.stderr(oneLine(line(signal)) + '\n');
     endBySignal(signal);
-  }, out.stderr);
+  }, (note) => {
+    // A signal held while the index follows the branch: said on a line of its own, not after a progress line.
+    clear?.();
+    out.stderr(note);
+  });
   try {
     return await work();
   } finally {
