@@ -597,13 +597,19 @@ describe('[LAY-3] a store that lost a part is unavailable, never recreated', () 
     expect(cli(sb, ['publish', '--store', 'st', 'a.md']).code).toBe(0);
     const clone = join(sb.dir, 'kb');
     expect(spawnSync('git', ['clone', '-q', join(sb.dir, 'st', 'vault'), clone], { env: sb.env }).status).toBe(0);
-    const vaultHint = `it looks like a vault itself (a clone or copy of one: a Git repository holding private/ or conversations/); a store is the folder that holds a vault as vault/ beside its state.sqlite: to use this one, move it into a new folder as vault/ (mkdir STORE && mv ${clone} STORE/vault) and run knowledge init STORE`;
+    const vaultHint = `it looks like a vault itself (a clone or copy of one: a Git repository holding a partition's pages/, claims/, relationships/ or evidence/ under private/ or conversations/); a store is the folder that holds a vault as vault/ beside its state.sqlite: to use this one, move it into a new folder as vault/ (mkdir STORE && mv ${clone} STORE/vault) and run knowledge init STORE`;
     const scan = cli(sb, ['scan', '--store', 'kb']);
     expect(scan.stderr).toContain(`E_UNAVAILABLE: no store at ${clone}: ${vaultHint}`);
     const init = cli(sb, ['init', 'kb']);
     expect(init.code).toBe(1);
     expect(init.stderr).toContain(`E_VALIDATION: ${clone} is not a store: ${vaultHint}`);
     expect(readdirSync(clone).sort()).toEqual(['.git', 'private']);
+    // A repository that only has folders of those names is no vault: a store may be made there.
+    const chats = join(sb.dir, 'chats');
+    mkdirSync(join(chats, 'conversations', 'notes'), { recursive: true });
+    mkdirSync(join(chats, 'private'));
+    expect(spawnSync('git', ['init', '-q', chats], { env: sb.env }).status).toBe(0);
+    expect(cli(sb, ['init', 'chats']).code).toBe(0);
     mkdirSync(join(sb.dir, 'st2'));
     renameSync(clone, join(sb.dir, 'st2', 'vault'));
     expect(cli(sb, ['init', 'st2']).code).toBe(0);

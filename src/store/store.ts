@@ -3,7 +3,7 @@
  * store that lost its vault, manifest or database is E_UNAVAILABLE and is
  * never recreated empty [LAY-3].
  */
-import { existsSync, readFileSync, lstatSync, statfsSync, type Stats } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, lstatSync, statfsSync, type Stats } from 'node:fs';
 import Database from 'better-sqlite3';
 import { dirname, join, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -288,15 +288,25 @@ export function enclosingStore(dir: string): string | null {
 
 /**
  * Whether `dir` is itself a vault, not a store (a folder holding one as `vault/`): a Git repository with a
- * partition's record or evidence folders at its top — a clone or copy of a vault's repository.
+ * partition's record or evidence folders at its top (`private/pages/`, `conversations/<id>/claims/`, …) — a clone
+ * or copy of a vault's repository. A repository that merely has a `private/` or `conversations/` folder is not.
  */
 function looksLikeVault(dir: string): boolean {
   if (lstatOrNull(join(dir, '.git')) === null || isDirectory(join(dir, 'vault'))) return false;
-  return ['pages', 'claims', 'relationships', 'evidence'].some((d) => isDirectory(join(dir, 'private', d))) || isDirectory(join(dir, 'conversations'));
+  const partitionShaped = (p: string) => ['pages', 'claims', 'relationships', 'evidence'].some((d) => isDirectory(join(p, d)));
+  if (partitionShaped(join(dir, 'private'))) return true;
+  let sessions: string[];
+  try {
+    sessions = readdirSync(join(dir, 'conversations')).slice(0, 64);
+  } catch {
+    return false;
+  }
+  return sessions.some((s) => partitionShaped(join(dir, 'conversations', s)));
 }
 
 const VAULT_NOT_STORE = (dir: string) =>
-  `it looks like a vault itself (a clone or copy of one: a Git repository holding private/ or conversations/); a store is ` +
+  `it looks like a vault itself (a clone or copy of one: a Git repository holding a partition's pages/, claims/, ` +
+  `relationships/ or evidence/ under private/ or conversations/); a store is ` +
   `the folder that holds a vault as vault/ beside its state.sqlite: to use this one, move it into a new folder as vault/ ` +
   `(mkdir STORE && mv ${dir} STORE/vault) and run knowledge init STORE, which adopts it (scans record its files; its Git history is kept)`;
 
