@@ -19,7 +19,7 @@ import { lstat, mkdir, open, readdir, readFile, realpath, rename, unlink } from 
 import { join } from 'node:path';
 import { classifyGitFailure, firstLine, pendingCodeOfErrno, type GitResult, type GitRunner } from './runner.js';
 import { checkUnmerged, inspectLayout, recheckBeforeMove, recordsExecBit, checksOutLinks, SCRATCH_REF, vaultEnv, type RepoInspection } from './inspect.js';
-import { assertCommittablePath, batchCommitKey, blobId, chainModes, commitKey, epochSeconds, modesDependOnFileMode, quotePath, REF_TRAILERS } from './commit-stream.js';
+import { assertCommittablePath, batchCommitKey, blobId, chainModes, commitKeys, epochSeconds, modesDependOnFileMode, quotePath } from './commit-stream.js';
 import { readTreeEntries, runIndexJob, type Entry, type IndexJob, type IndexSyncOutcome, type Step } from './index-sync.js';
 import { indexIdentity, isKnownClean, rememberClean } from './index-state.js';
 import type { BatchForCommit, BlobIds, PendingCode } from './types.js';
@@ -782,12 +782,8 @@ async function findBatchCommits(
   }
   const commits = new Map<string, { commit: string; parent: string | null }>();
   for (const { commit, parents, trailers } of parseCommitMessages(r.stdout.toString('utf8'))) {
-    const ref = REF_TRAILERS.map((t) => [t, trailers.values(t)[0]] as const).find(([, v]) => v !== undefined);
-    if (ref === undefined) continue;
-    for (const value of trailers.values('Knowledge-Batch')) {
-      // Newest first: keep the oldest commit of a value (a twin could only be someone's copy).
-      if (value !== '') commits.set(commitKey(value, ref[0], ref[1]!.trim()), { commit, parent: parents[0] ?? null });
-    }
+    // Newest first: keep the oldest commit of a key (a twin could only be someone's copy).
+    for (const key of commitKeys(trailers)) commits.set(key, { commit, parent: parents[0] ?? null });
   }
   return commits.size > 0 ? { kind: 'found', commits } : { kind: 'none' };
 }

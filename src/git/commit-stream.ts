@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { isDeletion, type BatchForCommit } from './types.js';
 import { HISTORY_DIR } from '../store/layout.js';
+import type { Trailers } from './trailers.js';
 
 export const KNOWLEDGE_IDENT = 'Knowledge <knowledge@localhost>';
 
@@ -20,7 +21,7 @@ export function batchTrailerValue(batch: Pick<BatchForCommit, 'vaultId' | 'batch
 /** The trailer naming what a batch's commit checkpoints: its publication, scan or attachment. */
 export const REF_TRAILERS = ['Knowledge-Publication', 'Knowledge-Scan', 'Knowledge-Attachment'] as const;
 
-function refTrailer(kind: BatchForCommit['kind']): (typeof REF_TRAILERS)[number] {
+export function refTrailer(kind: BatchForCommit['kind']): (typeof REF_TRAILERS)[number] {
   return kind === 'publication' ? 'Knowledge-Publication' : kind === 'scan' ? 'Knowledge-Scan' : 'Knowledge-Attachment';
 }
 
@@ -29,14 +30,27 @@ function refTrailer(kind: BatchForCommit['kind']): (typeof REF_TRAILERS)[number]
  * publication, scan or attachment it checkpoints. The batch number alone is
  * not enough: a store whose state went back (a restored backup) numbers new
  * batches again, and a retry must not take another publication's commit for
- * its own [GIT-6]. `commitKey(batchValue, trailer, refValue)` for a parsed commit.
+ * its own [GIT-6]. `commitKeys(trailers)` for a parsed commit.
  */
 export function batchCommitKey(batch: Pick<BatchForCommit, 'vaultId' | 'batchId' | 'kind' | 'refId'>): string {
   return commitKey(batchTrailerValue(batch), refTrailer(batch.kind), oneLine(batch.refId).trim());
 }
 
-export function commitKey(batchValue: string, trailer: string, refValue: string): string {
+function commitKey(batchValue: string, trailer: string, refValue: string): string {
   return `${batchValue}\n${trailer}: ${refValue}`;
+}
+
+/**
+ * The `batchCommitKey`s a parsed commit answers to: one per Knowledge-Batch
+ * trailer, each with the first publication, scan or attachment trailer the
+ * commit carries; none when it carries no such trailer. A retry's search for
+ * its own commit (checkpoint.ts) and `knowledge verify` both match a commit to
+ * a batch by these, never by the batch number alone.
+ */
+export function commitKeys(trailers: Trailers): string[] {
+  const ref = REF_TRAILERS.map((t) => [t, trailers.values(t)[0]] as const).find(([, v]) => v !== undefined);
+  if (ref === undefined) return [];
+  return trailers.values('Knowledge-Batch').filter((v) => v !== '').map((v) => commitKey(v, ref[0], ref[1]!.trim()));
 }
 
 export function commitMessage(batch: BatchForCommit): string {
