@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeSandbox, cli, gitWrapper, userGit, type Sandbox } from './helpers.js';
@@ -28,7 +28,7 @@ afterEach(() => sb.cleanup());
 
 function verify(env: NodeJS.ProcessEnv = {}) {
   const r = cli(sb, ['verify', '--store', 'st', '--json'], { env });
-  return { code: r.code, report: JSON.parse(r.stdout) as { ok: boolean; problems: Array<{ code: string; batchId?: number }>; checked: { files: number } }, stderr: r.stderr };
+  return { code: r.code, report: JSON.parse(r.stdout) as { ok: boolean; problems: Array<{ code: string; batchId?: number; message: string }>; checked: { files: number } }, stderr: r.stderr };
 }
 function sql(statement: string, ...params: unknown[]): void {
   const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
@@ -76,7 +76,7 @@ describe('knowledge verify', () => {
   });
 
   it('duplicate-commit and unknown-batch: trailers copied onto other commits', () => {
-    userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', `copy\n\nKnowledge-Batch: ${vaultId()}/2\n`]);
+    userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', `copy\n\nKnowledge-Batch: ${vaultId()}/2\nKnowledge-Publication: ${pubs[1]!.publicationId}\n`]);
     userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', `stray\n\nKnowledge-Batch: ${vaultId()}/99\n`]);
     // A trailer of another store's vault is none of our business.
     userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', 'other\n\nKnowledge-Batch: another-vault/2\n']);
@@ -97,6 +97,53 @@ describe('knowledge verify', () => {
     const r = cli(sb, ['resume', '--store', 'st', act[0]!.id, '--json']);
     expect(JSON.parse(r.stdout).git.state).toBe('committed');
     expect(verify().code).toBe(0);
+  });
+
+  it('a restored older state.sqlite numbers batches again: the branch\'s commit of that number is another batch\'s, never advised to resume nor counted twice', () => {
+    const state = join(sb.dir, 'st', 'state.sqlite');
+    const backup = join(sb.dir, 'state.bak');
+    cpSync(state, backup);
+    writeFileSync(join(sb.dir, 'beta.md'), '---\nkind: page\ntitle: Beta\n---\nbeta\n');
+    const beta = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'beta.md']).stdout) as { publicationId: string; git: { commit: string } };
+    for (const suffix of ['', '-wal', '-shm']) rmSync(state + suffix, { force: true });
+    cpSync(backup, state);
+    // A git hiccup: Gamma's checkpoint (batch 4 again) waits, while Beta's commit (batch 4 too) is on the branch.
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    writeFileSync(join(sb.dir, 'gamma.md'), '---\nkind: page\ntitle: Gamma\n---\ngamma\n');
+    const gamma = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'gamma.md']).stdout) as { publicationId: string; git: { state: string } };
+    expect(gamma.git.state).toBe('pending');
+    const before = verify();
+    expect(before.code).toBe(1);
+    expect(before.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: beta.git.commit })]);
+    const message = before.report.problems[0]!.message;
+    expect(message).toContain(beta.publicationId);
+    expect(message).toContain(`this store's batch 4 is publication ${gamma.publicationId}`);
+    expect(message).not.toMatch(/resume records it/);
+    rmSync(join(vault, '.git', 'index.lock'));
+    const resumed = JSON.parse(cli(sb, ['resume', '--store', 'st', gamma.publicationId, '--json']).stdout) as { git: { state: string; commit: string } };
+    expect(resumed.git.state).toBe('committed');
+    expect(resumed.git.commit).not.toBe(beta.git.commit);
+    const after = verify();
+    expect(after.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: beta.git.commit })]);
+  });
+
+  it('two copies of one vault each committed batch 4 and one\'s history was merged into the other\'s: the other copy\'s commit is not this store\'s', () => {
+    cpSync(join(sb.dir, 'st'), join(sb.dir, 'copy'), { recursive: true });
+    expect(existsSync(join(sb.dir, 'copy', 'vault', '.git'))).toBe(true);
+    writeFileSync(join(sb.dir, 'mine.md'), '---\nkind: page\ntitle: Mine\n---\nmine\n');
+    const mine = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'mine.md']).stdout) as { git: { commit: string } };
+    writeFileSync(join(sb.dir, 'theirs.md'), '---\nkind: page\ntitle: Theirs\n---\ntheirs\n');
+    const theirs = JSON.parse(cli(sb, ['publish', '--store', 'copy', '--json', 'theirs.md']).stdout) as { publicationId: string; git: { commit: string } };
+    expect(theirs.git.commit).not.toBe(mine.git.commit);
+    userGit(sb, vault, ['pull', '-q', '--no-rebase', '--no-edit', join(sb.dir, 'copy', 'vault'), 'main']);
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: theirs.git.commit })]);
+    expect(v.report.problems[0]!.message).toContain(theirs.publicationId);
+    // The next checkpoint goes on as batch 5, after the merge; the other copy's batch 4 stays what it is.
+    writeFileSync(join(sb.dir, 'next.md'), '---\nkind: page\ntitle: Next\n---\nnext\n');
+    expect(JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'next.md']).stdout).git.state).toBe('committed');
+    expect(codes(verify())).toEqual(['unknown-batch']);
   });
 
   it('history-order: commits recorded against the wrong batches', () => {

@@ -45,7 +45,7 @@ describe('checkStore', () => {
     ['bytes-mismatch', () => run(ok, [file(1), file(2, { blobOid: blob(9) }), file(3)])],
     ['bytes-mismatch', () => run(ok, [file(1), file(2, { deleted: true, blobOid: null }), file(3)])],
     ['wrong-commit', () => { const r = repo(); r.trailers.set(c(2), tr([['Knowledge-Batch', `${V}/2`], ['Knowledge-Publication', 'pub-other']])); return run(ok, okFiles, r); }],
-    ['duplicate-commit', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/2`]])); return run(ok, okFiles, r); }],
+    ['duplicate-commit', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/2`], ['Knowledge-Publication', 'pub-2']])); return run(ok, okFiles, r); }],
     ['unknown-batch', () => { const r = repo(); r.order.unshift('d'.repeat(40)); r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/7`]])); return run(ok, okFiles, r); }],
     ['unrecorded-commit', () => run([batch(1), batch(2), batch(3, { state: 'queued', commit: null })], [file(1), file(2), file(3, { hasBytes: true })])],
     ['queue-order', () => run([batch(1), batch(2, { state: 'queued', commit: null }), batch(3)], [file(1), file(2, { hasBytes: true }), file(3)], repo([1, 3]))],
@@ -62,6 +62,25 @@ describe('checkStore', () => {
     const x = run(ok, [file(1), file(2, { blobOid: null }), file(3)], r);
     expect(x.problems).toEqual([]);
     expect(x.filesWithoutBlobId).toBe(1);
+  });
+
+  it('a commit is a batch\'s only with its publication, scan or attachment too: a number another batch took is unknown-batch, not a duplicate', () => {
+    // Batch 2 of another publication (a restored older state.sqlite numbered again, or another copy of the vault).
+    const r = repo();
+    r.order.unshift('d'.repeat(40));
+    r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/2`], ['Knowledge-Publication', 'pub-beta']]));
+    const x = run(ok, okFiles, r);
+    expect(x.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 2, commit: 'd'.repeat(40) })]);
+    expect(x.problems[0]!.message).toBe(`commit ${'d'.repeat(40)} names batch 2 (Knowledge-Publication: pub-beta), which this store never queued; this store's batch 2 is publication pub-2, so knowledge resume does not record this commit`);
+    // Only a Knowledge-Batch trailer: no batch's either.
+    const bare = repo();
+    bare.order.unshift('e'.repeat(40));
+    bare.trailers.set('e'.repeat(40), tr([['Knowledge-Batch', `${V}/2`]]));
+    expect(codes(run(ok, okFiles, bare))).toEqual(['unknown-batch']);
+    // Batch 3 still waiting while another batch 3 is on the branch: not unrecorded-commit (resume would not record it).
+    const q = repo();
+    q.trailers.set(c(3), tr([['Knowledge-Batch', `${V}/3`], ['Knowledge-Scan', 'scan-9']]));
+    expect(codes(run([batch(1), batch(2), batch(3, { state: 'queued', commit: null })], [file(1), file(2), file(3, { hasBytes: true })], q))).toEqual(['unknown-batch']);
   });
 
   it('a receipt naming another batch is receipt-mismatch', () => {

@@ -8,7 +8,9 @@
  * - it holds exactly the queued bytes: the blob id recorded for each path is
  *   the one at `<commit>:<path>` (a deletion: no such path);
  * - no batch of this store is committed twice, none landed unrecorded, and
- *   the commits follow the queue order;
+ *   the commits follow the queue order; a commit is a batch's when it carries
+ *   the batch's number and its publication, scan or attachment (the key a
+ *   retry finds its own commit by), never by the number alone;
  * - waiting batches are behind every committed one and still hold their
  *   bytes; every publication receipt names its own batch.
  *
@@ -21,6 +23,8 @@ import type { Store } from '../store/store.js';
 import { classifyGitFailure, type GitRunner } from '../git/runner.js';
 import { vaultEnv } from '../git/inspect.js';
 import { COMMIT_MESSAGE_FORMAT, parseCommitMessages, Trailers } from '../git/trailers.js';
+import { batchCommitKey, commitKeys, REF_TRAILERS, refTrailer } from '../git/commit-stream.js';
+import type { BatchForCommit } from '../git/types.js';
 import { queuedBytesSql } from './outbox.js';
 import { indexFiles, isOwnStaleLock, shownLockPath } from '../git/index-lock.js';
 import { committedBlobs, type CommittedFile } from './committed-blobs.js';
@@ -64,7 +68,7 @@ export interface VerifyReport {
 
 export interface BatchFact {
   batchId: number;
-  kind: string;
+  kind: BatchForCommit['kind'];
   refId: string;
   state: 'queued' | 'committed';
   commit: string | null;
@@ -97,12 +101,6 @@ export interface RepoFacts {
   /** `<commit>:<path>` -> blob id, or null when the commit has no such path. */
   blobs: Map<string, string | null>;
 }
-
-const REF_KEY: Record<string, string> = {
-  publication: 'Knowledge-Publication',
-  scan: 'Knowledge-Scan',
-  attachment: 'Knowledge-Attachment',
-};
 
 /** Pure: the outbox (and receipts) against the repository facts. */
 export function checkStore(input: {
@@ -144,7 +142,8 @@ export function checkStore(input: {
   if (!repo) return { problems, checkedFiles, filesWithoutBlobId };
 
   const position = new Map(repo.order.map((c, i) => [c, i]));
-  const batchKey = (id: number) => `${vaultId}/${id}`;
+  // The key a commit answers to when it is this batch's (commit-stream.ts: a retry's search uses the same).
+  const keyOf = (b: BatchFact) => batchCommitKey({ vaultId, batchId: b.batchId, kind: b.kind, refId: b.refId });
   let previous: BatchFact | null = null;
   for (const b of committed) {
     const commit = b.commit ?? '';
@@ -160,9 +159,8 @@ export function checkStore(input: {
       continue;
     }
     const t = repo.trailers.get(commit) ?? new Trailers();
-    const refKey = REF_KEY[b.kind] ?? 'Knowledge-Publication';
-    if (!t.values('Knowledge-Batch').includes(batchKey(b.batchId)) || !t.values(refKey).includes(b.refId)) {
-      problems.push({ code: 'wrong-commit', batchId: b.batchId, commit, message: `commit ${commit} recorded for batch ${b.batchId} does not carry its trailers (${refKey}: ${b.refId})` });
+    if (!commitKeys(t).includes(keyOf(b))) {
+      problems.push({ code: 'wrong-commit', batchId: b.batchId, commit, message: `commit ${commit} recorded for batch ${b.batchId} does not carry its trailers (${refTrailer(b.kind)}: ${b.refId})` });
     }
     // Queue order = history order: a later batch's commit never comes before an earlier one's. Two commits on
     // branches the user merged later (Knowledge commits to the branch HEAD names) are side by side, not out of order.
@@ -203,23 +201,33 @@ export function checkStore(input: {
     }
   }
 
-  // One commit per batch, and none landed unrecorded [GIT-6].
+  // One commit per batch, and none landed unrecorded [GIT-6]. A commit of this vault is a batch's only when it
+  // carries that batch's publication, scan or attachment too: batch numbers alone repeat once an older
+  // state.sqlite was restored (the outbox numbers again) or two copies of the vault each committed and one's
+  // history was merged into the other's. A commit whose number is taken by another batch is none of this store's.
   const seen = new Map<number, string[]>();
+  const strangers: Array<{ id: number; commit: string; trailers: Trailers }> = [];
   for (const commit of repo.order) {
-    for (const v of repo.trailers.get(commit)?.values('Knowledge-Batch') ?? []) {
+    const t = repo.trailers.get(commit) ?? new Trailers();
+    for (const v of t.values('Knowledge-Batch')) {
       const slash = v.lastIndexOf('/');
       if (slash < 0 || v.slice(0, slash) !== vaultId) continue;
       const id = Number(v.slice(slash + 1));
       if (!Number.isInteger(id)) continue;
-      seen.set(id, [...(seen.get(id) ?? []), commit]);
+      const b = byId.get(id);
+      if (b && commitKeys(t).includes(keyOf(b))) seen.set(id, [...(seen.get(id) ?? []), commit]);
+      else strangers.push({ id, commit, trailers: t });
     }
   }
-  for (const [id, commits] of [...seen].sort((a, b) => a[0] - b[0])) {
+  for (const { id, commit, trailers } of strangers.sort((a, b) => a.id - b.id)) {
     const b = byId.get(id);
-    if (!b) {
-      problems.push({ code: 'unknown-batch', batchId: id, commit: commits[0], message: `commit ${commits[0]} names batch ${id}, which this store never queued` });
-      continue;
-    }
+    const ref = REF_TRAILERS.find((k) => trailers.values(k).length > 0);
+    const names = ref ? `batch ${id} (${ref}: ${trailers.values(ref)[0]!.trim()})` : `batch ${id} (with no publication, scan or attachment trailer)`;
+    const theirs = b ? `; this store's batch ${id} is ${b.kind} ${b.refId}, so knowledge resume does not record this commit` : '';
+    problems.push({ code: 'unknown-batch', batchId: id, commit, message: `commit ${commit} names ${names}, which this store never queued${theirs}` });
+  }
+  for (const [id, commits] of [...seen].sort((a, b) => a[0] - b[0])) {
+    const b = byId.get(id)!;
     if (commits.length > 1) {
       problems.push({ code: 'duplicate-commit', batchId: id, commit: commits[0], message: `batch ${id} is committed ${commits.length} times: ${commits.join(', ')}` });
     }
@@ -264,7 +272,7 @@ async function verifyOnce(store: Store, runner: GitRunner): Promise<VerifyReport
   // One snapshot of the three tables: a checkpoint recorded between two reads would look half done.
   const read = db.transaction(() => {
     const batches = (db.prepare('SELECT batch_id, kind, ref_id, state, commit_id FROM batches ORDER BY batch_id').all() as Array<{
-      batch_id: number; kind: string; ref_id: string; state: 'queued' | 'committed'; commit_id: string | null;
+      batch_id: number; kind: BatchFact['kind']; ref_id: string; state: 'queued' | 'committed'; commit_id: string | null;
     }>).map((r): BatchFact => ({ batchId: r.batch_id, kind: r.kind, refId: r.ref_id, state: r.state, commit: r.commit_id }));
     const files = (db.prepare(`SELECT f.batch_id, f.path, f.deleted, f.blob_oid, ${queuedBytesSql('f')} IS NOT NULL AS has_bytes FROM batch_files f ORDER BY f.batch_id, f.path`).all() as Array<{
       batch_id: number; path: string; deleted: number; blob_oid: string | null; has_bytes: number;
