@@ -114,7 +114,7 @@ describe('knowledge verify', () => {
     expect(gamma.git.state).toBe('pending');
     const before = verify();
     expect(before.code).toBe(1);
-    expect(before.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: beta.git.commit })]);
+    expect(before.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: beta.git.commit }), expect.objectContaining({ code: 'state-behind-history', batchId: 4 })]);
     const message = before.report.problems[0]!.message;
     expect(message).toContain(beta.publicationId);
     expect(message).toContain(`this store's batch 4 is publication ${gamma.publicationId}`);
@@ -124,7 +124,7 @@ describe('knowledge verify', () => {
     expect(resumed.git.state).toBe('committed');
     expect(resumed.git.commit).not.toBe(beta.git.commit);
     const after = verify();
-    expect(after.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: beta.git.commit })]);
+    expect(after.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: beta.git.commit }), expect.objectContaining({ code: 'state-behind-history', batchId: 4 })]);
   });
 
   it('two copies of one vault each committed batch 4 and one\'s history was merged into the other\'s: the other copy\'s commit is not this store\'s', () => {
@@ -138,12 +138,36 @@ describe('knowledge verify', () => {
     userGit(sb, vault, ['pull', '-q', '--no-rebase', '--no-edit', join(sb.dir, 'copy', 'vault'), 'main']);
     const v = verify();
     expect(v.code).toBe(1);
-    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: theirs.git.commit })]);
+    expect(v.report.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 4, commit: theirs.git.commit }), expect.objectContaining({ code: 'state-behind-history', batchId: 4 })]);
     expect(v.report.problems[0]!.message).toContain(theirs.publicationId);
     // The next checkpoint goes on as batch 5, after the merge; the other copy's batch 4 stays what it is.
     writeFileSync(join(sb.dir, 'next.md'), '---\nkind: page\ntitle: Next\n---\nnext\n');
     expect(JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'next.md']).stdout).git.state).toBe('committed');
-    expect(codes(verify())).toEqual(['unknown-batch']);
+    expect(codes(verify())).toEqual(['unknown-batch', 'state-behind-history']);
+  });
+
+  it('state-behind-history: an older state.sqlite restored, the branch holds checkpoints it never queued; verify says so plainly, before and after a retry publishes again', () => {
+    const state = join(sb.dir, 'st', 'state.sqlite');
+    const backup = join(sb.dir, 'state.bak');
+    cpSync(state, backup);
+    writeFileSync(join(sb.dir, 'beta.md'), '---\nkind: page\ntitle: Beta\n---\nbeta\n');
+    const beta = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'beta.md']).stdout) as { requestId: string; git: { commit: string } };
+    writeFileSync(join(sb.dir, 'delta.md'), '---\nkind: page\ntitle: Delta\n---\ndelta\n');
+    expect(cli(sb, ['publish', '--store', 'st', 'delta.md']).code).toBe(0);
+    for (const suffix of ['', '-wal', '-shm']) rmSync(state + suffix, { force: true });
+    cpSync(backup, state);
+    const v = verify();
+    expect(v.code).toBe(1);
+    expect(codes(v)).toEqual(['unknown-batch', 'unknown-batch', 'state-behind-history']);
+    const behind = v.report.problems.find((p) => p.code === 'state-behind-history')!;
+    expect(behind.batchId).toBe(5);
+    expect(behind.message).toMatch(/^the branch holds 2 checkpoints of this vault that state\.sqlite never queued \(batches 4-5\): was an older state\.sqlite restored, or another copy of this vault's history merged in\? /);
+    expect(cli(sb, ['verify', '--store', 'st']).stderr).toMatch(/^E_CONFLICT: verify found 3 problems in \S+: unknown-batch, state-behind-history\n$/);
+    // The restored state does not know Beta's request: its retry publishes again (the documented limit), and verify still says why.
+    const again = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', '--request-id', beta.requestId, 'beta.md']).stdout) as { git: { state: string; commit: string } };
+    expect(again.git.state).toBe('committed');
+    expect(again.git.commit).not.toBe(beta.git.commit);
+    expect(codes(verify())).toEqual(['unknown-batch', 'unknown-batch', 'state-behind-history']);
   });
 
   it('history-order: commits recorded against the wrong batches', () => {

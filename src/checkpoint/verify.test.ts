@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkAgainWhileMoving, checkStore, type BatchFact, type FileFact, type RepoFacts, type VerifyReport } from './verify.js';
+import { checkAgainWhileMoving, checkStore, numberRanges, type BatchFact, type FileFact, type RepoFacts, type VerifyReport } from './verify.js';
 import { Trailers } from '../git/trailers.js';
 
 /** The pure half of `knowledge verify`: rows and repository facts in, coded problems out. */
@@ -70,7 +70,7 @@ describe('checkStore', () => {
     r.order.unshift('d'.repeat(40));
     r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/2`], ['Knowledge-Publication', 'pub-beta']]));
     const x = run(ok, okFiles, r);
-    expect(x.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 2, commit: 'd'.repeat(40) })]);
+    expect(x.problems).toEqual([expect.objectContaining({ code: 'unknown-batch', batchId: 2, commit: 'd'.repeat(40) }), expect.objectContaining({ code: 'state-behind-history', batchId: 2 })]);
     expect(x.problems[0]!.message).toBe(`commit ${'d'.repeat(40)} names batch 2 (Knowledge-Publication: pub-beta), which this store never queued; this store's batch 2 is publication pub-2, so knowledge resume does not record this commit`);
     // Only a Knowledge-Batch trailer: no batch's either.
     const bare = repo();
@@ -80,7 +80,28 @@ describe('checkStore', () => {
     // Batch 3 still waiting while another batch 3 is on the branch: not unrecorded-commit (resume would not record it).
     const q = repo();
     q.trailers.set(c(3), tr([['Knowledge-Batch', `${V}/3`], ['Knowledge-Scan', 'scan-9']]));
-    expect(codes(run([batch(1), batch(2), batch(3, { state: 'queued', commit: null })], [file(1), file(2), file(3, { hasBytes: true })], q))).toEqual(['unknown-batch']);
+    expect(codes(run([batch(1), batch(2), batch(3, { state: 'queued', commit: null })], [file(1), file(2), file(3, { hasBytes: true })], q))).toEqual(['unknown-batch', 'state-behind-history']);
+  });
+
+  it('state-behind-history: checkpoints of this vault the store never queued are said once, with their batch numbers; a bare copied trailer is not one', () => {
+    // The store knows batches 1-2 (an older state.sqlite); the branch holds 1-5 and a hand-made trailer for 9.
+    const r = repo([1, 2, 3, 4, 5]);
+    r.order.unshift('d'.repeat(40));
+    r.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/9`]]));
+    const x = run([batch(1), batch(2)], [file(1), file(2)], r);
+    expect(codes(x)).toEqual(['unknown-batch', 'unknown-batch', 'unknown-batch', 'unknown-batch', 'state-behind-history']);
+    const behind = x.problems.find((p) => p.code === 'state-behind-history')!;
+    expect(behind.batchId).toBe(5);
+    expect(behind.message).toMatch(/^the branch holds 3 checkpoints of this vault that state\.sqlite never queued \(batches 3-5\): was an older state\.sqlite restored/);
+    const bare = repo();
+    bare.order.unshift('d'.repeat(40));
+    bare.trailers.set('d'.repeat(40), tr([['Knowledge-Batch', `${V}/9`]]));
+    expect(codes(run(ok, okFiles, bare))).toEqual(['unknown-batch']);
+  });
+
+  it('numberRanges shows runs as ranges', () => {
+    expect(numberRanges([7, 2, 5, 6, 2])).toBe('2, 5-7');
+    expect(numberRanges([4])).toBe('4');
   });
 
   it('a receipt naming another batch is receipt-mismatch', () => {

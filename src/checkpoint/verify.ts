@@ -40,6 +40,7 @@ export type VerifyCode =
   | 'duplicate-commit'
   | 'unrecorded-commit'
   | 'unknown-batch'
+  | 'state-behind-history'
   | 'history-order'
   | 'queue-order'
   | 'bytes-missing'
@@ -226,6 +227,23 @@ export function checkStore(input: {
     const theirs = b ? `; this store's batch ${id} is ${b.kind} ${b.refId}, so knowledge resume does not record this commit` : '';
     problems.push({ code: 'unknown-batch', batchId: id, commit, message: `commit ${commit} names ${names}, which this store never queued${theirs}` });
   }
+  // Checkpoints Knowledge made for this vault (a publication, scan or attachment trailer too, not a trailer copied by
+  // hand) that this store never queued: its state.sqlite does not go with this history. Said once, plainly: nothing
+  // in a write notices it (a write goes on numbering from its own outbox), and the contract is to keep the registry,
+  // state.sqlite and the vault together.
+  const unqueued = [...new Set(strangers.filter((x) => REF_TRAILERS.some((k) => x.trailers.values(k).length > 0)).map((x) => x.id))];
+  if (unqueued.length > 0) {
+    const commits = new Set(strangers.filter((x) => unqueued.includes(x.id)).map((x) => x.commit)).size;
+    const [them, they] = commits === 1 ? ['it', 'it'] : ['them', 'they'];
+    problems.push({
+      code: 'state-behind-history',
+      batchId: unqueued.reduce((a, b) => Math.max(a, b)),
+      message: `the branch holds ${commits === 1 ? 'a checkpoint' : `${commits} checkpoints`} of this vault that state.sqlite never queued ` +
+        `(batch${unqueued.length === 1 ? '' : 'es'} ${numberRanges(unqueued)}): was an older state.sqlite restored, or another copy of this vault's history merged in? ` +
+        `This store does not record ${them} (knowledge resume neither), numbers its own batches again beside ${them} and does not know the requests ${they} answered ` +
+        '(a retry of one publishes again); if an older state.sqlite was restored, put back the one that goes with this vault',
+    });
+  }
   for (const [id, commits] of [...seen].sort((a, b) => a[0] - b[0])) {
     const b = byId.get(id)!;
     if (commits.length > 1) {
@@ -236,6 +254,19 @@ export function checkStore(input: {
     }
   }
   return { problems, checkedFiles, filesWithoutBlobId };
+}
+
+/** `2, 5-7`: sorted numbers, runs shown as ranges. */
+export function numberRanges(ids: number[]): string {
+  const sorted = [...new Set(ids)].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < sorted.length; i++) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j]! + 1) j++;
+    parts.push(j === i ? String(sorted[i]) : `${sorted[i]}-${sorted[j]}`);
+    i = j;
+  }
+  return parts.join(', ');
 }
 
 /** Attempts of a check whose problems may be a checkpoint that another process is making at that moment. */
