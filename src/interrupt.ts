@@ -5,6 +5,9 @@
  * then runs the command's `stop`, which says on stderr what was interrupted
  * and how to finish it (a publication's request id, say), and the process
  * ends as the signal would have ended it (exit status 128 + its number).
+ * The long-running surfaces install it for their lifetime: the Gateway
+ * closes on SIGINT and SIGTERM (src/gateway/server.ts closeOnSignal) and
+ * ends by SIGHUP; `knowledge mcp` ends by each.
  *
  * Some steps must not be cut short: while Knowledge holds the user's
  * `index.lock` after moving the branch, the index is behind the branch until
@@ -16,8 +19,8 @@
  * JavaScript runs a signal's handler between tasks only: a signal delivered
  * during synchronous work (a SQLite transaction, a paused crash point) is
  * acted on at the next `await` that waits for I/O. Without `stopOnSignals`
- * (the library, the Gateway, tests) holds are counted and nothing else
- * changes: signals keep their usual effect.
+ * (the library, an in-process Gateway, tests) holds are counted and nothing
+ * else changes: signals keep their usual effect.
  */
 export type StopSignal = 'SIGINT' | 'SIGTERM' | 'SIGHUP';
 
@@ -51,24 +54,30 @@ export function holdSignals(): () => void {
 
 /**
  * Until the returned function is called, SIGINT, SIGTERM and SIGHUP run
- * `stop` (held ones once the last hold is let go); `stop` writes what it
- * has to say and ends the process. `stop` gets the signal.
+ * `stop` (held ones once the last hold is let go); `stop` gets the signal and
+ * writes what it has to say, then ends the process or (a server) begins its
+ * own shutdown. `atOnce` is true when a second signal came while the first was
+ * held: `stop` must then end the process without waiting for anything. A
+ * signal arriving once `stop` has run (a server still shutting down) ends the
+ * process at once (endBySignal), as it would without these handlers.
  */
-export function stopOnSignals(stop: (signal: StopSignal) => void, note: (s: string) => void = (s) => process.stderr.write(s)): () => void {
+export function stopOnSignals(stop: (signal: StopSignal, atOnce: boolean) => void, note: (s: string) => void = (s) => process.stderr.write(s)): () => void {
   let stopping = false;
-  const act = (signal: StopSignal) => {
+  const act = (signal: StopSignal, atOnce = false) => {
     if (stopping) return;
     stopping = true;
-    stop(signal);
+    stop(signal, atOnce);
   };
   const handler = (signal: NodeJS.Signals) => {
     const s = signal as StopSignal;
+    if (stopping) endBySignal(s);
     if (holds > 0 && deferred === null) {
       deferred = s;
       note(`knowledge: ${s} received; finishing the index update first (send it again to stop at once, leaving .git/index.lock for the next write to take over)\n`);
       return;
     }
-    act(deferred ?? s);
+    if (deferred !== null) act(deferred, true);
+    else act(s);
   };
   for (const s of STOP_SIGNALS) process.on(s, handler);
   installed = act;

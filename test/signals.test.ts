@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { storeWithHistory, cli, cliPath, userGit, type Sandbox } from './helpers.js';
@@ -176,4 +176,138 @@ describe('[SCAN-4] an interrupted scan on a terminal', () => {
     // (Here the pause's own line ends the progress line; without the test's pauses the note would follow it directly.)
     expect(r.stderr.slice(0, held).endsWith('\r\x1b[2K'), JSON.stringify(r.stderr)).toBe(true);
   });
+});
+
+/**
+ * The long-running surfaces: `knowledge serve` (the Gateway, a scan over HTTP)
+ * and `knowledge mcp` (a publish tool call over stdio), signalled while their
+ * checkpoint holds index.lock (paused after the branch moved, before the index
+ * followed), and signalled idle.
+ */
+type Server = 'serve' | 'mcp';
+const servers: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of servers.splice(0)) if (c.exitCode === null && c.signalCode === null) process.kill(-c.pid!, 'SIGKILL');
+});
+const PUBLISH_REQUEST = '0b0e5c1a-6f0d-4c3e-9a57-3d2f4b6c8e10';
+
+/**
+ * Start `knowledge <server>` (its own process group, as a terminal starts it); once it serves, make a write that
+ * reaches a checkpoint (unless `idle`); send `signal` (to the group) when it pauses after the branch moved, with
+ * index.lock held (idle: a moment after it serves), and `again` 200 ms later. Its end, its stderr, and its answer to
+ * the write (null if none).
+ */
+async function serverSignalled(server: Server, signal: NodeJS.Signals, opts: { idle?: boolean; again?: NodeJS.Signals } = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; answered: string | null }> {
+  const point = 'after-update-ref';
+  const args = server === 'serve' ? ['serve', '--store', 'st', '--port', '0'] : ['mcp', '--store', 'st', '--agent', 'bot'];
+  const child = spawn(process.execPath, [cliPath, ...args], {
+    cwd: sb.dir, env: { ...sb.env, ...(opts.idle ? {} : { KNOWLEDGE_PAUSE_AT: `${point}:1500` }) }, stdio: ['pipe', 'pipe', 'pipe'], detached: true,
+  });
+  let stdout = '';
+  let stderr = '';
+  let sent = false;
+  let answered: string | null = null;
+  const fire = () => {
+    if (sent) return;
+    sent = true;
+    process.kill(-child.pid!, signal);
+    if (opts.again) setTimeout(() => process.kill(-child.pid!, opts.again!), 200);
+  };
+  servers.push(child);
+  child.stdout!.on('data', (b) => (stdout += b)); // first: the listeners below read what it appends
+  const served = new Promise<void>((ready) => {
+    if (server === 'serve') {
+      child.stdout!.on('data', () => { if (/open http:\/\/127\.0\.0\.1:\d+\//.test(stdout)) ready(); });
+    } else {
+      child.stdout!.on('data', () => { if (/"id":1[,}]/.test(stdout)) ready(); });
+      const send = (m: unknown) => child.stdin!.write(JSON.stringify(m) + '\n');
+      send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } } });
+      send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    }
+  });
+  child.stderr!.on('data', (b) => {
+    stderr += b;
+    if (!opts.idle && stderr.includes(`paused at ${point} `)) fire();
+  });
+  const ended = new Promise<[number | null, NodeJS.Signals | null]>((done) => child.on('close', (c, s) => done([c, s])));
+  void served.then(async () => {
+    // Idle: a moment after it says it serves (no write is made).
+    if (opts.idle) return void setTimeout(fire, 300);
+    if (server === 'serve') {
+      mkdirSync(join(vault, 'private'), { recursive: true });
+      writeFileSync(join(vault, 'private', 'edited.md'), '---\nkind: page\ntitle: Edited\n---\nedited outside\n');
+      const origin = /open (http:\/\/127\.0\.0\.1:\d+)\//.exec(stdout)![1]!;
+      await fetch(`${origin}/api/scan`, { method: 'POST', headers: { 'X-Knowledge-Request': '1', 'content-type': 'application/json' }, body: '{}' })
+        .then(async (res) => (answered = `${res.status} ${await res.text()}`), () => undefined);
+    } else {
+      child.stdin!.write(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'knowledge_publish_batch', arguments: {
+        request_id: PUBLISH_REQUEST, audience: 'owner-private', records: [{ kind: 'page', title: 'Via MCP', body: 'exact bytes\n' }],
+      } } }) + '\n');
+    }
+  });
+  const [code, sig] = await ended;
+  if (server === 'mcp') answered = stdout.split('\n').find((l) => /"id":2[,}]/.test(l)) ?? null;
+  expect(sent, `never signalled: ${stderr}`).toBe(true);
+  return { code, signal: sig, stderr, answered };
+}
+
+/** What the write made: the scan's or the publication's path in the vault. */
+const written = (server: Server) => (server === 'serve' ? 'private/edited.md' : 'private/pages/');
+
+describe('[GIT-10] the Gateway and the MCP server: a signal while a checkpoint holds index.lock waits for the index update and the lock\'s release', () => {
+  const lock = () => join(vault, '.git', 'index.lock');
+
+  for (const server of ['serve', 'mcp'] as const) {
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+      // The Gateway closes on SIGINT and SIGTERM (status 0) and ends by SIGHUP; the MCP server ends by each.
+      const status = server === 'serve' && signal !== 'SIGHUP' ? 0 : signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 129;
+      it(`knowledge ${server}, ${signal}: the index follows the branch and the lock is released, then status ${status}; the write is recorded committed`, async () => {
+        const r = await serverSignalled(server, signal);
+        expect(shellStatus(r), r.stderr).toBe(status);
+        expect(existsSync(lock()), 'index.lock left behind').toBe(false);
+        // The index is the branch's: nothing staged against HEAD (the checkpoint's file is not "deleted" there).
+        expect(userGit(sb, vault, ['diff', '--cached', '--name-status', 'HEAD'])).toBe('');
+        expect(userGit(sb, vault, ['ls-tree', '-r', '--name-only', 'HEAD', '--', 'private'])).toContain(written(server));
+        const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ git: { state: string } | null }>;
+        expect(act.map((e) => e.git?.state)).toEqual(['committed', 'committed']);
+        const verify = cli(sb, ['verify', '--store', 'st']);
+        expect(verify.code, verify.stderr).toBe(0);
+        expect(r.stderr).toContain(`knowledge: ${signal} received; finishing the index update first`);
+        if (server === 'serve' && signal !== 'SIGHUP') expect(r.answered, 'the scan taken was answered before closing').toMatch(/^200 /);
+        if (server === 'mcp') {
+          // Its answer was not written (the server ended by the signal), but the publication is recorded under its request id, committed once.
+          expect(r.answered).toBeNull();
+          const receipt = JSON.parse(cli(sb, ['receipt', '--store', 'st', PUBLISH_REQUEST, '--json']).stdout);
+          expect(receipt).toMatchObject({ requestId: PUBLISH_REQUEST, git: { state: 'committed' } });
+          expect(commitsFor(receipt.publicationId)).toEqual([receipt.git.commit]);
+        }
+      });
+    }
+
+    it(`knowledge ${server}: a second signal stops it at once, leaving the lock as after a crash; the next write takes it over`, async () => {
+      const r = await serverSignalled(server, 'SIGINT', { again: 'SIGINT' });
+      expect(shellStatus(r), r.stderr).toBe(130);
+      expect(r.stderr).toContain('knowledge: SIGINT received; finishing the index update first');
+      expect(readFileSync(lock(), 'utf8')).toMatch(/^knowledge-index-lock /);
+      const scan = cli(sb, ['scan', '--store', 'st', '--json']);
+      expect(scan.code, scan.stderr).toBe(0);
+      expect(existsSync(lock())).toBe(false);
+      expect(userGit(sb, vault, ['diff', '--cached', '--name-status', 'HEAD'])).toBe('');
+      expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
+    });
+  }
+});
+
+describe('the Gateway and the MCP server signalled idle end as they always have, leaving the store free', () => {
+  for (const server of ['serve', 'mcp'] as const) {
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+      const status = server === 'serve' && signal !== 'SIGHUP' ? 0 : signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 129;
+      it(`knowledge ${server}, ${signal}: status ${status}, nothing on stderr`, async () => {
+        const r = await serverSignalled(server, signal, { idle: true });
+        expect(shellStatus(r), r.stderr).toBe(status);
+        expect(r.stderr).toBe('');
+        expect(cli(sb, ['publish', '--store', 'st', 'p.md']).code).toBe(0);
+      });
+    }
+  }
 });

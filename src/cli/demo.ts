@@ -177,6 +177,7 @@ export async function runDemo(args: string[], env: NodeJS.ProcessEnv, out: { std
     gw = await start(0);
   }
   const lock = join(vault, '.git', 'index.lock');
+  const closed = closeOnSignal(gw);
   out.stdout([
     `Knowledge demo store: ${shown(dir)}${fresh ? ' (created and seeded)' : ''}`,
     '',
@@ -188,6 +189,6 @@ export async function runDemo(args: string[], env: NodeJS.ProcessEnv, out: { std
     '  Stop with Ctrl-C.',
     '',
   ].join('\n'));
-  await closeOnSignal(gw);
+  await closed;
   return 0;
 }

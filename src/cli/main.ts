@@ -496,7 +496,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return 0;
       }
       case 'serve': {
-        // [SURF-2] the Gateway: holds the store's writer lock until SIGINT/SIGTERM.
+        // [SURF-2] the Gateway: holds the store's writer lock until SIGINT/SIGTERM (closeOnSignal; SIGHUP ends it).
         const { values, positionals } = parse(rest, { host: { type: 'string' }, port: { type: 'string' }, token: { type: 'string' } });
         const dir = storeDir(values, env);
         if (positionals.length !== 0) throw new UsageError('serve takes no positional arguments');
@@ -514,9 +514,10 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
           onInternalError: (e) => out.stderr(internalErrorLines(e)),
           onWarning: (w) => out.stderr(warningLine(w)),
         });
+        const closed = closeOnSignal(gw);
         emit(Boolean(values.json), { url: gw.url, origin: gw.origin, store: gw.service.store.paths.root, pid: process.pid },
           `Knowledge Gateway for ${shown(gw.service.store.paths.root)}\n  open ${gw.url}\n  holds the store's writer lock until stopped (Ctrl-C)\n`);
-        await closeOnSignal(gw);
+        await closed;
         return 0;
       }
       case 'mcp': {
@@ -534,12 +535,20 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const { runMcpServer } = await import('../mcp/server.js');
         const caller = { kind: 'agent' as const, agentId, ...(session !== undefined ? { session } : {}), ...(values.sandboxed ? { sandboxed: true } : {}) };
         const lockWait = env.KNOWLEDGE_MCP_LOCK_WAIT_MS;
-        return await runMcpServer({
-          store: dir, caller, env, git: gitOptionsFromEnv(env),
-          // [ATT-3] knowledge_attach_file accepts files under the directory the client starts the server in, unless --root names another.
-          workspaceRoot: (values.root as string | undefined) ?? currentDirectory('knowledge_attach_file accepts files from under it: give --root DIR'),
-          lockWaitMs: lockWait !== undefined && /^\d{1,7}$/.test(lockWait) ? Number(lockWait) : undefined,
-        });
+        // SIGINT, SIGTERM and SIGHUP end the server by that signal, as they always have; one arriving while a tool
+        // call's checkpoint holds the vault's index.lock waits until the index follows the branch and the lock is
+        // released (src/interrupt.ts). The call's answer is not written then: its request id gives its receipt.
+        const stop = stopOnSignals((signal) => endBySignal(signal), out.stderr);
+        try {
+          return await runMcpServer({
+            store: dir, caller, env, git: gitOptionsFromEnv(env),
+            // [ATT-3] knowledge_attach_file accepts files under the directory the client starts the server in, unless --root names another.
+            workspaceRoot: (values.root as string | undefined) ?? currentDirectory('knowledge_attach_file accepts files from under it: give --root DIR'),
+            lockWaitMs: lockWait !== undefined && /^\d{1,7}$/.test(lockWait) ? Number(lockWait) : undefined,
+          });
+        } finally {
+          stop();
+        }
       }
       case 'demo': {
         const { runDemo } = await import('./demo.js');

@@ -16,6 +16,7 @@ import type { GitRunnerOptions } from '../git/runner.js';
 import { createApp, type GatewayOptions } from './app.js';
 import { MIN_TOKEN_LENGTH, isLoopbackHost, loopbackHostHeaders } from './auth.js';
 import { describeWriter } from '../store/lock.js';
+import { endBySignal, stopOnSignals } from '../interrupt.js';
 
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_PORT = 8484;
@@ -189,14 +190,22 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
 
 /**
  * Serve until SIGINT or SIGTERM, then close cleanly (the writer lock is
- * released, so the next writer need not wait for a stale-holder check).
+ * released, so the next writer need not wait for a stale-holder check);
+ * SIGHUP ends the process by that signal, as it always has. A signal that
+ * arrives while a checkpoint holds the vault's index.lock waits until the
+ * index follows the branch and the lock is released (src/interrupt.ts); a
+ * second signal then, or any signal while closing, ends the process at once.
+ * Installed before the Gateway says where it serves: a signal right after
+ * that line is not met by the default action.
  */
-export function closeOnSignal(gw: RunningGateway, signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM']): Promise<void> {
+export function closeOnSignal(gw: RunningGateway): Promise<void> {
   return new Promise((done) => {
-    const stop = () => {
-      for (const s of signals) process.off(s, stop);
-      void gw.close().then(done, done);
-    };
-    for (const s of signals) process.on(s, stop);
+    const uninstall = stopOnSignals((signal, atOnce) => {
+      if (atOnce || signal === 'SIGHUP') endBySignal(signal);
+      void gw.close().finally(() => {
+        uninstall();
+        done();
+      });
+    });
   });
 }
