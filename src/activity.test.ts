@@ -95,6 +95,23 @@ describe('[SURF-2] Activity by cursor', () => {
     }
   });
 
+  it('an offset page is the same slice of the whole order whatever kind crowds the entries before it', () => {
+    fc.assert(fc.property(
+      fc.array(fc.record({ kind: fc.constantFrom(...KINDS), at: fc.integer({ min: 0, max: 3 }) }), { maxLength: 30 }),
+      fc.integer({ min: 1, max: 6 }),
+      (entries, limit) => {
+        db.exec('DELETE FROM publications; DELETE FROM attachments; DELETE FROM scans;');
+        // The model: newest first, then by kind, then the newest made first.
+        const model = entries.map((e, i) => ({ id: make(e.kind, instant(e.at)), at: e.at, rank: KINDS.indexOf(e.kind), i }))
+          .sort((a, b) => b.at - a.at || a.rank - b.rank || b.i - a.i).map((e) => e.id);
+        expect(page(500).map((e) => e.id)).toEqual(model);
+        for (let offset = 0; offset <= model.length; offset++) {
+          expect(page(limit, offset).map((e) => e.id), `limit ${limit} offset ${offset}`).toEqual(model.slice(offset, offset + limit));
+        }
+      },
+    ), { numRuns: 100 });
+  });
+
   it('an offset walk shows an entry twice when one arrives between its pages (why the cursor exists)', () => {
     for (let i = 0; i < 4; i++) make('publication', instant(1));
     const first = page(2);
@@ -117,7 +134,7 @@ describe('[SURF-2] Activity by cursor', () => {
     expect(code(() => activityStart(1, cursor))).toBe('E_VALIDATION');
     expect(code(() => activityStart(0, cursor))).toBe('none');
     for (const bad of ['', 'x y', '!!', encodeCursor(['2026-01-01T00:00:00.000Z', 3, 1]), encodeCursor(['2026-01-01T00:00:00.000Z', 0]),
-      encodeCursor(['', 0, 1]), encodeCursor(['2026-01-01T00:00:00.000Z', 0, 1.5]), encodeCursor(['2026-01-01T00:00:00.000Z', '0', 1]), 'a'.repeat(2000)]) {
+      encodeCursor(['', 0, 1]), encodeCursor(['2'.repeat(65), 0, 1]), encodeCursor(['2026-01-01T00:00:00.000Z', 0, 1.5]), encodeCursor(['2026-01-01T00:00:00.000Z', '0', 1]), 'a'.repeat(2000)]) {
       expect(code(() => parseActivityCursor(bad)), bad).toBe('E_VALIDATION');
     }
     // The last entry's cursor gives an empty page.
