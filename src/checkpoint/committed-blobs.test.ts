@@ -153,6 +153,35 @@ describe('committedBlobs', () => {
     const none = await committedBlobs(r, repo, vaultEnv(repo), []);
     expect(none.ok && none.blobs.size).toBe(0);
     expect(calls.length).toBe(1);
+    // A folder with as many files as readFolderFrom (here one) is read whole: the same answers, in three cat-files.
+    const whole = countingRunner();
+    const read = await committedBlobs(whole.r, repo, vaultEnv(repo), files, { readFolderFrom: 1 });
+    if (!read.ok) throw new Error(read.stderr);
+    expect(whole.calls.map((a) => a[1])).toEqual(['--batch-check=%(objectname) %(objecttype)', '--batch', '--batch-check=%(objectname) %(objecttype)']);
+    expect(read.blobs).toEqual(got.blobs);
+  });
+
+  it('a cat-file that fails at any of its three steps makes the answer unreadable, never files gone', async () => {
+    sb = makeSandbox();
+    const s = sb;
+    const repo = join(s.dir, 'vault');
+    for (let i = 0; i < 3; i++) writeFile(repo, `d/${i}.md`, `${i}\n`);
+    ugit(s, repo, ['init', '-q', '-b', 'main']);
+    ugit(s, repo, ['add', '-A']);
+    ugit(s, repo, ['commit', '-q', '-m', 'x']);
+    const head = ugit(s, repo, ['rev-parse', 'HEAD']).trim();
+    const files = Array.from({ length: 3 }, (_, i) => ({ commit: head, path: `d/${i}.md` }));
+    const steps = ['reading committed files', 'reading committed folders', 'reading committed files'];
+    for (let failing = 0; failing < steps.length; failing++) {
+      const r = new GitRunner();
+      const run = r.run.bind(r);
+      let n = 0;
+      r.run = (args, opts) => (n++ === failing
+        ? Promise.resolve({ code: 128, stdout: Buffer.alloc(0), stderr: 'fatal: simulated read failure', timedOut: false })
+        : run(args, opts));
+      const got = await committedBlobs(r, repo, vaultEnv(repo), files, { readFolderFrom: 1 });
+      expect(got, `step ${failing + 1}`).toEqual({ ok: false, what: steps[failing], stderr: 'fatal: simulated read failure', timedOut: false });
+    }
   });
 
   it('treeEntries reads names as bytes and ids of either hash length, and refuses a cut tree', () => {
