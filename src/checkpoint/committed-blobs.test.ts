@@ -161,6 +161,24 @@ describe('committedBlobs', () => {
     expect(read.blobs).toEqual(got.blobs);
   });
 
+  it('a folder that names one file twice (a malformed tree) answers with the first entry, as git does', async () => {
+    sb = makeSandbox();
+    const s = sb;
+    const repo = join(s.dir, 'vault');
+    ugit(s, s.dir, ['init', '-q', '-b', 'main', 'vault']);
+    const one = ugit(s, repo, ['hash-object', '-w', '--stdin'], 'one\n').trim();
+    const two = ugit(s, repo, ['hash-object', '-w', '--stdin'], 'two\n').trim();
+    const entry = (mode: string, name: string, id: string) => Buffer.concat([Buffer.from(`${mode} ${name}\0`), Buffer.from(id, 'hex')]);
+    const folder = ugit(s, repo, ['hash-object', '-t', 'tree', '-w', '--literally', '--stdin'], Buffer.concat([entry('100644', 'a.md', one), entry('100644', 'a.md', two)])).trim();
+    const top = ugit(s, repo, ['hash-object', '-t', 'tree', '-w', '--literally', '--stdin'], entry('40000', 'd', folder)).trim();
+    const commit = ugit(s, repo, ['commit-tree', top, '-m', 'twice']).trim();
+    const files = [{ commit, path: 'd/a.md' }];
+    const got = await committedBlobs(new GitRunner(), repo, vaultEnv(repo), files, { readFolderFrom: 1 });
+    if (!got.ok) throw new Error(got.stderr);
+    expect(got.blobs.get(blobKey(commit, 'd/a.md'))).toBe(one);
+    expect(got.blobs).toEqual(reference(s, repo, files));
+  });
+
   it('a cat-file that fails at any of its three steps makes the answer unreadable, never files gone', async () => {
     sb = makeSandbox();
     const s = sb;
