@@ -1,0 +1,110 @@
+/**
+ * holdSignals and stopOnSignals (src/interrupt.ts) in-process: a signal is
+ * emitted to this process's listeners (process.emit, no real signal), with
+ * only stopOnSignals' own listeners in place meanwhile. test/signals.test.ts
+ * signals a real `knowledge` process at its one hold; these pin what it cannot
+ * reach: nested holds, a hold let go twice, a hold never let go, a second
+ * signal of another kind, and two runs installed one after the other.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { holdSignals, stopOnSignals, STOP_SIGNALS, type StopSignal } from './interrupt.js';
+
+let saved: Map<StopSignal, Array<(...args: unknown[]) => void>>;
+let cleanups: Array<() => void>;
+beforeEach(() => {
+  saved = new Map(STOP_SIGNALS.map((s) => [s, process.listeners(s) as Array<(...args: unknown[]) => void>]));
+  for (const s of STOP_SIGNALS) process.removeAllListeners(s);
+  cleanups = [];
+});
+afterEach(() => {
+  // Let go of what a test left held or installed (in reverse), then put the runner's own listeners back.
+  for (const c of cleanups.reverse()) c();
+  for (const s of STOP_SIGNALS) {
+    process.removeAllListeners(s);
+    for (const l of saved.get(s)!) process.on(s, l);
+  }
+});
+
+const signal = (s: StopSignal) => process.emit(s as NodeJS.Signals, s as NodeJS.Signals);
+
+/** stopOnSignals recording what it stops with and what it notes; `off` uninstalls it. */
+function install(): { stops: StopSignal[]; notes: string[]; off: () => void } {
+  const stops: StopSignal[] = [];
+  const notes: string[] = [];
+  const uninstall = stopOnSignals((s) => stops.push(s), (n) => notes.push(n));
+  let done = false;
+  const off = () => {
+    if (done) return;
+    done = true;
+    uninstall();
+  };
+  cleanups.push(off);
+  return { stops, notes, off };
+}
+
+function hold(): () => void {
+  const go = holdSignals();
+  cleanups.push(go);
+  return go;
+}
+
+describe('holdSignals and stopOnSignals', () => {
+  it('a signal without a hold stops at once; under a hold it waits for the last of nested holds', () => {
+    const run = install();
+    const outer = hold();
+    const inner = hold();
+    signal('SIGTERM');
+    expect(run.stops).toEqual([]);
+    expect(run.notes).toEqual([expect.stringMatching(/^knowledge: SIGTERM received; finishing the index update first/)]);
+    inner();
+    expect(run.stops).toEqual([]);
+    outer();
+    expect(run.stops).toEqual(['SIGTERM']);
+  });
+
+  it('a hold let go twice counts once: a later hold still defers', () => {
+    const run = install();
+    const first = hold();
+    const other = hold();
+    first();
+    first();
+    signal('SIGINT');
+    expect(run.stops).toEqual([]);
+    other();
+    expect(run.stops).toEqual(['SIGINT']);
+  });
+
+  it('a second signal stops at once, with the first one (the held signal); a run stops once', () => {
+    const run = install();
+    const go = hold();
+    signal('SIGTERM');
+    expect(run.stops).toEqual([]);
+    signal('SIGINT');
+    expect(run.stops).toEqual(['SIGTERM']);
+    go();
+    signal('SIGHUP');
+    run.off();
+    expect(run.stops).toEqual(['SIGTERM']);
+  });
+
+  it('a signal held for a hold never let go is acted on when the run uninstalls', () => {
+    const run = install();
+    hold();
+    signal('SIGHUP');
+    expect(run.stops).toEqual([]);
+    run.off();
+    expect(run.stops).toEqual(['SIGHUP']);
+  });
+
+  it('uninstalling an earlier run leaves a later one acting on its held signal when the hold is let go', () => {
+    const earlier = install();
+    const later = install();
+    earlier.off();
+    const go = hold();
+    signal('SIGINT');
+    expect(later.stops).toEqual([]);
+    go();
+    expect(later.stops).toEqual(['SIGINT']);
+    expect(earlier.stops).toEqual([]);
+  });
+});
