@@ -134,6 +134,8 @@ describe('[GIT-10] a signal while Knowledge holds index.lock waits for the index
     it(`${signal} after the branch moved, before the index followed: the index is updated and the lock released, then status 128+n`, async () => {
       const r = await signalledAt(['publish', '--store', 'st', 'p.md', '--json'], 'after-update-ref', signal);
       expect(shellStatus(r), r.stderr).toBe(signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 129);
+      // Ended by the signal itself (raised again), not an exit with its status: a calling script stops as on Ctrl-C.
+      expect(r.signal, r.stderr).toBe(signal);
       expect(r.stderr).toContain(`knowledge: ${signal} received; finishing the index update first`);
       expect(r.stderr).toMatch(new RegExp(`^E_INTERRUPTED: ${signal} stopped knowledge publish after publication pub-`, 'm'));
       expect(existsSync(lock())).toBe(false);
