@@ -34,3 +34,22 @@ describe('warningLine and internalErrorLines: what serve, demo and every command
     expect(internalErrorLines('plain \u009b')).toBe('E_INTERNAL: plain \\x9b\n');
   });
 });
+
+describe('shown and shownText escape exactly their characters', () => {
+  const bidi = (c: number) => (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+  const control = (c: number) => c <= 0x1f || (c >= 0x7f && c <= 0x9f);
+  const as = (c: number) => (c <= 0xff ? `\\x${c.toString(16).padStart(2, '0')}` : `\\u${c.toString(16)}`);
+
+  it('every code point of the Basic Multilingual Plane: escaped when it is one of them, otherwise unchanged', () => {
+    const wrong: string[] = [];
+    for (let c = 0; c <= 0xffff; c++) {
+      if (c >= 0xd800 && c <= 0xdfff) continue;
+      const ch = String.fromCharCode(c);
+      const one = c === 0x5c ? '\\\\' : control(c) || bidi(c) ? as(c) : ch;
+      const text = (control(c) && c !== 0x09 && c !== 0x0a) || bidi(c) ? as(c) : ch;
+      if (shown(ch) !== one) wrong.push(`shown U+${c.toString(16)}: ${shown(ch)}`);
+      if (shownText(ch) !== text) wrong.push(`shownText U+${c.toString(16)}: ${shownText(ch)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+});
