@@ -161,6 +161,23 @@ describe('committedBlobs', () => {
     expect(read.blobs).toEqual(got.blobs);
   });
 
+  it('a SHA-256 repository: folders read whole give its 64-digit ids', async () => {
+    sb = makeSandbox();
+    const s = sb;
+    const repo = join(s.dir, 'vault');
+    for (let i = 0; i < 3; i++) writeFile(repo, `d/${i}.md`, `${i}\n`);
+    writeFile(repo, 'd/sub/x.md', 'x\n');
+    ugit(s, repo, ['init', '-q', '-b', 'main', '--object-format=sha256']);
+    ugit(s, repo, ['add', '-A']);
+    ugit(s, repo, ['commit', '-q', '-m', 'x']);
+    const head = ugit(s, repo, ['rev-parse', 'HEAD']).trim();
+    const files = [...Array.from({ length: 3 }, (_, i) => ({ commit: head, path: `d/${i}.md` })), { commit: head, path: 'd/sub' }, { commit: head, path: 'd/nope.md' }];
+    const got = await committedBlobs(new GitRunner(), repo, vaultEnv(repo), files, { readFolderFrom: 1 });
+    if (!got.ok) throw new Error(got.stderr);
+    expect(got.blobs.get(blobKey(head, 'd/0.md'))).toMatch(/^[0-9a-f]{64}$/);
+    expect(got.blobs).toEqual(reference(s, repo, files));
+  });
+
   it('a folder that names one file twice (a malformed tree) answers with the first entry, as git does', async () => {
     sb = makeSandbox();
     const s = sb;
