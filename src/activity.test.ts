@@ -133,6 +133,8 @@ describe('[SURF-2] Activity by cursor', () => {
     };
     expect(code(() => activityStart(1, cursor))).toBe('E_VALIDATION');
     expect(code(() => activityStart(0, cursor))).toBe('none');
+    // An empty cursor is not an entry's cursor either (not "from the newest").
+    expect(code(() => activityStart(0, ''))).toBe('E_VALIDATION');
     for (const bad of ['', 'x y', '!!', encodeCursor(['2026-01-01T00:00:00.000Z', 3, 1]), encodeCursor(['2026-01-01T00:00:00.000Z', 0]),
       encodeCursor(['', 0, 1]), encodeCursor(['2'.repeat(65), 0, 1]), encodeCursor(['2026-01-01T00:00:00.000Z', 0, 1.5]), encodeCursor(['2026-01-01T00:00:00.000Z', '0', 1]), 'a'.repeat(2000)]) {
       expect(code(() => parseActivityCursor(bad)), bad).toBe('E_VALIDATION');
