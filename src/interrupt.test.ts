@@ -7,7 +7,7 @@
  * signal of another kind, and two runs installed one after the other.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { holdSignals, stopOnSignals, STOP_SIGNALS, type StopSignal } from './interrupt.js';
+import { holdSignals, signalExitStatus, stopOnSignals, STOP_SIGNALS, type StopSignal } from './interrupt.js';
 
 let saved: Map<StopSignal, Array<(...args: unknown[]) => void>>;
 let cleanups: Array<() => void>;
@@ -49,6 +49,10 @@ function hold(): () => void {
 }
 
 describe('holdSignals and stopOnSignals', () => {
+  it('a signal\'s exit status is 128 + its number (what endBySignal exits with should the signal not end the process)', () => {
+    expect(STOP_SIGNALS.map(signalExitStatus)).toEqual([130, 143, 129]);
+  });
+
   it('a signal without a hold stops at once; under a hold it waits for the last of nested holds', () => {
     const run = install();
     const outer = hold();
