@@ -139,6 +139,8 @@ describe('[SURF-2] Activity by cursor', () => {
       encodeCursor(['', 0, 1]), encodeCursor(['2'.repeat(65), 0, 1]), encodeCursor(['2026-01-01T00:00:00.000Z', 0, 1.5]), encodeCursor(['2026-01-01T00:00:00.000Z', '0', 1]), 'a'.repeat(2000)]) {
       expect(code(() => parseActivityCursor(bad)), bad).toBe('E_VALIDATION');
     }
+    // A place's instant may be up to 64 characters (a cursor names it, whatever the row holds).
+    expect(parseActivityCursor(encodeCursor(['2'.repeat(64), 2, 1]))).toEqual({ createdAt: '2'.repeat(64), rank: 2, rowid: 1 });
     // The last entry's cursor gives an empty page.
     expect(page(5, 0, cursor)).toEqual([]);
   });
