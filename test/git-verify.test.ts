@@ -221,6 +221,23 @@ describe('knowledge verify', () => {
     expect(gone.stderr).toMatch(/^E_CONFLICT: verify found 1 problem in \S+: repository-missing\n$/);
   });
 
+  it('repository-unreadable when git cannot say what the commits hold at the published paths (not every file gone)', () => {
+    // cat-file fails when asked for <commit>:<path>; asked for commit ids alone, it answers.
+    const failing = gitWrapper(sb, 'failing-cat-file-git', [
+      'for a in "$@"; do',
+      '  if [ "$a" = cat-file ]; then',
+      '    in=$(cat)',
+      '    case "$in" in *:*) echo "fatal: simulated read failure" >&2; exit 128;; esac',
+      '    printf \'%s\\n\' "$in" | git "$@"; exit $?',
+      '  fi',
+      'done',
+    ]);
+    const v = verify({ KNOWLEDGE_GIT: failing });
+    expect(codes(v), v.stderr).toEqual(['repository-unreadable']);
+    expect(v.code).toBe(1);
+    expect(v.stderr).toMatch(/^E_UNAVAILABLE: verify found 1 problem in \S+: repository-unreadable\n$/);
+  });
+
   it('its stderr line is one line when the store path holds a line break', () => {
     expect(cli(sb, ['init', 'a\nb']).code).toBe(0);
     expect(cli(sb, ['publish', '--store', 'a\nb', 'r1.md']).code).toBe(0);
