@@ -6,7 +6,7 @@
  * reach: nested holds, a hold let go twice, a hold never let go, a second
  * signal of another kind, and two runs installed one after the other.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { holdSignals, signalExitStatus, stopOnSignals, STOP_SIGNALS, type StopSignal } from './interrupt.js';
 
 let saved: Map<StopSignal, Array<(...args: unknown[]) => void>>;
@@ -28,10 +28,14 @@ afterEach(() => {
 const signal = (s: StopSignal) => process.emit(s as NodeJS.Signals, s as NodeJS.Signals);
 
 /** stopOnSignals recording what it stops with and what it notes; `off` uninstalls it. */
-function install(): { stops: StopSignal[]; notes: string[]; off: () => void } {
+function install(): { stops: StopSignal[]; atOnce: boolean[]; notes: string[]; off: () => void } {
   const stops: StopSignal[] = [];
+  const atOnce: boolean[] = [];
   const notes: string[] = [];
-  const uninstall = stopOnSignals((s) => stops.push(s), (n) => notes.push(n));
+  const uninstall = stopOnSignals((s, now) => {
+    stops.push(s);
+    atOnce.push(now);
+  }, (n) => notes.push(n));
   let done = false;
   const off = () => {
     if (done) return;
@@ -39,7 +43,7 @@ function install(): { stops: StopSignal[]; notes: string[]; off: () => void } {
     uninstall();
   };
   cleanups.push(off);
-  return { stops, notes, off };
+  return { stops, atOnce, notes, off };
 }
 
 function hold(): () => void {
@@ -78,17 +82,41 @@ describe('holdSignals and stopOnSignals', () => {
     expect(run.stops).toEqual(['SIGINT']);
   });
 
-  it('a second signal stops at once, with the first one (the held signal); a run stops once', () => {
+  it('a second signal stops at once (atOnce), with the first one (the held signal); a run stops once, and a signal after that ends the process by it', () => {
     const run = install();
     const go = hold();
     signal('SIGTERM');
     expect(run.stops).toEqual([]);
     signal('SIGINT');
     expect(run.stops).toEqual(['SIGTERM']);
+    expect(run.atOnce).toEqual([true]);
     go();
-    signal('SIGHUP');
-    run.off();
     expect(run.stops).toEqual(['SIGTERM']);
+    // A server still closing when another signal comes: endBySignal, here stopped short of ending this test's process.
+    const killed: unknown[] = [];
+    const kill = vi.spyOn(process, 'kill').mockImplementation((pid, sig) => {
+      killed.push([pid, sig]);
+      return true;
+    });
+    const exit = vi.spyOn(process, 'exit').mockImplementation(() => {
+      throw new Error('exited');
+    });
+    try {
+      expect(() => signal('SIGHUP')).toThrow('exited');
+      expect(killed).toEqual([[process.pid, 'SIGHUP']]);
+      expect(exit).toHaveBeenCalledWith(129);
+    } finally {
+      kill.mockRestore();
+      exit.mockRestore();
+    }
+    expect(run.stops).toEqual(['SIGTERM']);
+  });
+
+  it('a signal with no hold stops with atOnce false', () => {
+    const run = install();
+    signal('SIGINT');
+    expect(run.stops).toEqual(['SIGINT']);
+    expect(run.atOnce).toEqual([false]);
   });
 
   it('a signal held for a hold never let go is acted on when the run uninstalls', () => {
