@@ -369,7 +369,7 @@ describe('the same bytes again, after the retained original was deleted or a cra
     const before = spawnSync('find', [join(vault, 'conversations'), '-type', 'f', '-exec', 'sha256sum', '{}', ';'], { encoding: 'utf8' }).stdout;
     const r = attach(['--partition', 'conversation:abc', 'notes.txt']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^E_CONFLICT: attachment att-\S+ \(notes\.txt\): conversations\/abc\/evidence\/\S+ is already in the vault, but conversation:abc has no source src-\S+ recorded \(copied there by hand\?\); move it away, then retry the same request/m);
+    expect(r.stderr).toMatch(/^E_CONFLICT: attachment att-\S+ \(notes\.txt\): conversations\/abc\/evidence\/\S+ is already in the vault, but conversation:abc has no source src-\S+ recorded \(the vault came without the store's state, as a clone does, or it was copied there by hand\?\); run `knowledge scan`: it adopts a source whose descriptor and original agree where they lie; or move it away; then retry the same request/m);
     expect(spawnSync('find', [join(vault, 'conversations'), '-type', 'f', '-exec', 'sha256sum', '{}', ';'], { encoding: 'utf8' }).stdout).toBe(before);
     expect(readFileSync(copied, 'utf8')).toBe('alpha\nbeta\nmy own edits\n');
     // Asked again (a new request; the refused one is still there, unfinished): refused again, nothing replaced.

@@ -441,7 +441,7 @@ describe('[GIT-9] evidence kept in or out of history by what it is', () => {
     write('ev-copy.txt', 'copied evidence\n');
     const r = publish(['--partition', 'conversation:s1', '--evidence', 'ev-copy.txt', claim('Copy')]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^E_CONFLICT: evidence ev-copy\.txt: conversations\/s1\/evidence\/\S+ is already in the vault, but conversation:s1 has no source src-\S+ recorded \(copied there by hand\?\); move it away, then publish again$/m);
+    expect(r.stderr).toMatch(/^E_CONFLICT: evidence ev-copy\.txt: conversations\/s1\/evidence\/\S+ is already in the vault, but conversation:s1 has no source src-\S+ recorded \(the vault came without the store's state, as a clone does, or it was copied there by hand\?\); run `knowledge scan`: it adopts a source whose descriptor and original agree where they lie; or move it away; then publish again$/m);
     expect(spawnSync('find', [join(vault, 'conversations')], { encoding: 'utf8' }).stdout).toBe(before);
   });
 });

@@ -67,13 +67,16 @@ export const EXCLUDED_GITIGNORE = '# Knowledge: this retained original stays out
 /**
  * A new source's paths (original, descriptor, the .gitignore of one kept out
  * of history) that already hold something, when the partition has no such
- * source recorded (copied there by hand from another partition, say): E_CONFLICT
- * before anything is written, so nothing of the user's is replaced [PUB-1].
+ * source recorded (a vault cloned or restored without the store's state, or
+ * files copied there by hand from another partition, say): E_CONFLICT before
+ * anything is written, so nothing of the user's is replaced [PUB-1]. The
+ * error names the remedy: a scan adopts such a source when its descriptor
+ * and original agree (scan/adopt.ts), else move the files away.
  */
 export function refuseOccupiedSourcePaths(vault: string, what: string, partition: string, sourceId: string, paths: readonly string[], then: string): void {
   for (const p of paths) {
     if (onDiskAt(join(vault, p))) {
-      throw new KnowledgeError('E_CONFLICT', `${what}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (copied there by hand?); move it away, then ${then}`);
+      throw new KnowledgeError('E_CONFLICT', `${what}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (the vault came without the store's state, as a clone does, or it was copied there by hand?); run \`knowledge scan\`: it adopts a source whose descriptor and original agree where they lie; or move it away; then ${then}`);
     }
   }
 }
