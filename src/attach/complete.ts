@@ -28,7 +28,7 @@ import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
 import { atomicWrite, fsyncDir, mkdirDurable, requireWritable, vaultFileHolds } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, sourcePutBack, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, type RetainedSource } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, sourcePutBack, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, sourceInserter, type RetainedSource } from '../evidence/source.js';
 import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
@@ -252,10 +252,10 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
         batchId = firstRetention(store, s.descriptorPath);
       } else {
         if (!files) throw new KnowledgeError('E_INTERNAL', `attachment ${row.attachment_id}: source ${s.sourceId} vanished before acknowledgement`);
-        db.prepare(
-          `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(row.partition, s.sourceId, row.sha256, row.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0, JSON.stringify([attribution]), row.created_at, files.descriptor);
+        sourceInserter(db)({
+          partition: row.partition, sourceId: s.sourceId, sha256: row.sha256, size: row.size, mediaType: s.mediaType, path: s.path,
+          descriptorPath: s.descriptorPath, inHistory: s.inHistory, attributions: [attribution], createdAt: row.created_at, descriptor: files.descriptor,
+        });
         for (const p of prints) upsertVaultFile(db, p.path, p.fp);
         const changes: BatchChange[] = [];
         if (s.inHistory && files.original) changes.push({ path: s.path, bytes: files.original });

@@ -8,6 +8,7 @@ import { onDiskAt, vaultFileHolds } from '../fsutil.js';
 import { yaml } from '../yaml-lazy.js';
 import { slugForTitle } from '../records/filename.js';
 import { KnowledgeError } from '../errors.js';
+import type { DB } from '../store/db.js';
 
 export const SOURCE_FORMAT = 'knowledge-source-v1';
 
@@ -79,6 +80,44 @@ export function refuseOccupiedSourcePaths(vault: string, what: string, partition
       throw new KnowledgeError('E_CONFLICT', `${what}: ${p} is already in the vault, but ${partition} has no source ${sourceId} recorded (the vault came without the store's state, as a clone does, or it was copied there by hand?); run \`knowledge scan\`: it adopts a source whose descriptor and original agree where they lie; or move it away; then ${then}`);
     }
   }
+}
+
+/** One attribution of a source: who gave its bytes, and when (a publication, an attachment, or a scan that adopted it). */
+export interface SourceAttribution {
+  attribution: string;
+  publicationId?: string;
+  attachmentId?: string;
+  /** The scan that adopted a source found on disk (scan/adopt.ts). */
+  scanId?: string;
+  at: string;
+}
+
+/** A new `sources` row: what a publication, an attachment or a scan's adoption records. */
+export interface NewSource {
+  partition: string;
+  sourceId: string;
+  sha256: string;
+  size: number;
+  mediaType: string;
+  path: string;
+  descriptorPath: string;
+  inHistory: boolean;
+  attributions: readonly SourceAttribution[];
+  createdAt: string;
+  /** The descriptor's exact bytes (migration 018). */
+  descriptor: Buffer | null;
+}
+
+/** The one statement that records a new source, prepared once for a transaction's rows. */
+export function sourceInserter(db: DB): (s: NewSource) => void {
+  const ins = db.prepare(
+    `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  return (s) => {
+    ins.run(s.partition, s.sourceId, s.sha256, s.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0,
+      JSON.stringify(s.attributions), s.createdAt, s.descriptor);
+  };
 }
 
 /** A `sources` row as far as putting its files back needs it. */

@@ -11,6 +11,7 @@ import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { PlannedPublication } from './validate.js';
 import type { PublicationReceipt } from './types.js';
 import { clipCodePoints } from '../git/commit-stream.js';
+import { sourceInserter } from '../evidence/source.js';
 
 export function subjectFor(planned: PlannedPublication): string {
   const recs = planned.plan.records;
@@ -46,10 +47,7 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
        tags = excluded.tags, meta = excluded.meta, body = excluded.body`,
   );
   const getRevision = db.prepare('SELECT revision FROM records WHERE id = ?');
-  const insertSource = db.prepare(
-    `INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
+  const insertSource = sourceInserter(db);
   const getAttributions = db.prepare('SELECT attributions FROM sources WHERE partition = ? AND source_id = ?');
   const setAttributions = db.prepare('UPDATE sources SET attributions = ? WHERE partition = ? AND source_id = ?');
 
@@ -76,8 +74,10 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
     for (const s of plan.sources) {
       const attributions = [s.attribution, ...(s.moreAttributions ?? [])].map((a) => ({ attribution: a, publicationId: plan.publicationId, at: plan.createdAt }));
       if (s.isNew) {
-        insertSource.run(plan.partition, s.sourceId, s.sha256, s.size, s.mediaType, s.path, s.descriptorPath, s.inHistory ? 1 : 0,
-          JSON.stringify(attributions), plan.createdAt, bytes.get(s.descriptorPath) ?? null);
+        insertSource({
+          partition: plan.partition, sourceId: s.sourceId, sha256: s.sha256, size: s.size, mediaType: s.mediaType, path: s.path,
+          descriptorPath: s.descriptorPath, inHistory: s.inHistory, attributions, createdAt: plan.createdAt, descriptor: bytes.get(s.descriptorPath) ?? null,
+        });
       } else {
         const cur = getAttributions.get(plan.partition, s.sourceId) as { attributions: string };
         setAttributions.run(JSON.stringify([...JSON.parse(cur.attributions), ...attributions]), plan.partition, s.sourceId);
