@@ -23,6 +23,7 @@ export function renderScan(r: ScanReceipt, formatGit: (g: GitState) => string): 
   list(r.modified, 'modified', (p) => `  modified  ${shown(p)}`);
   list(r.renamed, 'renamed', (x) => `  renamed   ${shown(x.from)} -> ${shown(x.to)}${x.edited ? ' (and edited)' : ''}`);
   list(r.deleted, 'deleted', (p) => `  deleted   ${shown(p)}`);
+  list(r.adopted ?? [], 'adopted', (x) => `  adopted   source ${x.sourceId} (${shown(x.path)}): found on disk, unknown to the store`);
   lines.push(`  ${r.unchanged} unchanged, ${r.hashed} read${r.diagnostics.length > 0 ? `, ${r.diagnostics.length} diagnostic${r.diagnostics.length === 1 ? '' : 's'}` : ''}`);
   // Diagnostics of files this scan found changed come first; standing ones (files unchanged since an earlier scan) after.
   const changed = new Set([...r.added, ...r.modified, ...r.renamed.map((x) => x.to)]);

@@ -12,6 +12,7 @@ import type { CheckAhead } from './check-ahead.js';
 import { committedPaths, isEmptyPlan, subjectFor } from './plan.js';
 import { RecordIndexer } from './reindex.js';
 import { pathsAffectedByIds, recheckReferences } from './references.js';
+import { recordAdoption, type Adoption } from './adopt.js';
 import { isMarkdownPath } from './scope.js';
 import { deferReadIndex } from '../read/index-maintenance.js';
 import { UPSERT_VAULT_FILE, writeVaultFiles } from '../store/vault-files.js';
@@ -43,6 +44,8 @@ export interface ApplyInput {
   preload?: (path: string, bytes: Buffer) => void;
   /** The staged files checked on a worker (check-ahead.ts; with their bytes when `preload` is set). */
   checkAhead?: CheckAhead | null;
+  /** Sources found on disk that the store does not know, to adopt, and descriptors not adopted (adopt.ts). */
+  adoption?: Adoption | null;
 }
 
 /** Files staged from which a scan has them checked on a worker thread (check-ahead.ts). */
@@ -57,7 +60,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
   const checkedBatch = db.prepare('SELECT checked_batch FROM scan_partitions WHERE partition = ?').pluck();
   // References are re-checked when records may have changed: a baseline, or a publication since the last check.
   const stale = a.partitions.filter((p) => a.baselined.includes(p) || ((checkedBatch.get(p) as number | undefined) ?? 0) < lastBatch);
-  if (empty && a.read.length === 0 && stale.length === 0) {
+  if (empty && a.read.length === 0 && stale.length === 0 && !a.adoption) {
     a.receipt.diagnostics = a.diagnostics(a.partitions);
     return null; // the cheap, common case: nothing at all changed
   }
@@ -127,6 +130,9 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
       return indexer;
     }, { bulk: write.length >= BULK_MIN_FILES && write.length >= (db.prepare('SELECT count(*) FROM records').pluck().get() as number) });
 
+    // Sources found on disk, adopted before references are re-checked: a partition that gained some is re-checked whole.
+    const adoptedIn = a.adoption ? recordAdoption(db, a.adoption) : new Set<string>();
+
     // References: the whole partition after a baseline or a publication (sources, ids); else the edited
     // records, and when record ids changed standing, the records holding, linking to or parked under them.
     const wholly = indexer.idsChanged();
@@ -139,7 +145,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     );
     for (const p of a.partitions) {
       const editedHere = edited.filter((path) => partitionOfPath(path) === p);
-      if (stale.includes(p) || (wholly && changed === null)) recheckReferences(db, p);
+      if (stale.includes(p) || adoptedIn.has(p) || (wholly && changed === null)) recheckReferences(db, p);
       else if (wholly) recheckReferences(db, p, [...new Set([...editedHere, ...pathsAffectedByIds(db, p, changed!)])]);
       else if (editedHere.length > 0) recheckReferences(db, p, editedHere);
       if (!a.notBaselined?.includes(p)) markScanned.run(p, a.scanId, a.createdAt, a.scanId, a.createdAt, batchId ?? lastBatch);

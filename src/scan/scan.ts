@@ -21,6 +21,7 @@ import { observe, type Observation } from './observe.js';
 import { committedPaths, isEmptyPlan, planScan, writeCount } from './plan.js';
 import { changesInBranchTip } from './in-history.js';
 import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
+import { planAdoptions } from './adopt.js';
 import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
@@ -135,6 +136,9 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   await settleExecChanges(store, runner, scanId, seen.read);
   await keepSparseCheckout(store, runner, seen);
   const plan = planScan(seen.read, seen.missing);
+  // Sources on disk that the store does not know (a vault cloned or restored without its state): their
+  // originals are hashed here, outside the applying transaction, and recorded in it (adopt.ts).
+  const adoption = planAdoptions(db, store.paths.vault, scanId, partitions, seen.read);
   // A partition's baseline is the first scan that reads a file in it: a first scan of a partition whose
   // folder is missing, empty, or holds nothing it may read (a symbolic link, an unreadable or too large
   // file, one that kept changing) leaves it to a later one.
@@ -161,6 +165,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     unchanged: seen.unchanged,
     hashed: seen.read.length,
     diagnostics: [],
+    ...(adoption && adoption.sources.length > 0 ? { adopted: adoption.sources.map((s) => ({ sourceId: s.sourceId, path: s.path })) } : {}),
     retried: waiting.map((w) => ({ kind: w.kind, id: w.ref_id, batchId: w.batch_id, git: batchGitState(db, w.batch_id) })),
     git: null,
   };
@@ -192,6 +197,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
       diagnostics: (ps) => diagnosticsFor(store, ps, walkDiags, opts.caller),
       ...(preload ? { preload: preload.add } : {}),
       checkAhead,
+      adoption,
     });
   } catch (err) {
     preload?.abandon();

@@ -39,7 +39,12 @@ export type DiagnosticCode =
   /** The file kept changing while it was read; the next scan picks it up. */
   | 'unstable'
   /** A folder under conversations/ whose name is not a session id. */
-  | 'not-a-partition';
+  | 'not-a-partition'
+  /**
+   * A source descriptor (`evidence/<hh>/<sourceId>.yaml`) the store has no source for, not adopted: not a valid
+   * descriptor of that source, or its retained original is missing or holds other bytes (scan/adopt.ts).
+   */
+  | 'unadopted-source';
 
 export interface ScanDiagnostic {
   /** Vault-relative, '/' separators; bytes that are not UTF-8 are shown as \xNN. */
@@ -130,6 +135,11 @@ export interface ScanReceipt {
   /** Files read and hashed. */
   hashed: number;
   diagnostics: ScanDiagnostic[];
+  /**
+   * Sources found on disk that the store did not know, adopted by this scan (scan/adopt.ts): their ids and retained
+   * paths. Present only when the scan adopted some.
+   */
+  adopted?: Array<{ sourceId: string; path: string }>;
   /** Waiting checkpoints this scan retried before its own [GIT-16, SCAN-3]. */
   retried: RetriedCheckpoint[];
   /** The scan's own checkpoint; null when it found nothing to commit. */

@@ -1,0 +1,177 @@
+/**
+ * Sources a scan finds on disk that the store does not know [SCAN-1, REC-3]:
+ * a vault that came without its state — a `git clone` of it adopted by
+ * `knowledge init`, an older state.sqlite restored — holds retained originals
+ * and their descriptors (`<partition>/evidence/<hh>/<sourceId>.yaml`) with no
+ * `sources` row, so every citation of them is an invalid reference and a
+ * publication of the same bytes is refused (evidence/source.ts
+ * refuseOccupiedSourcePaths).
+ *
+ * A descriptor the store has no source for is adopted when it is a valid
+ * descriptor of the source its name says (its source id, its sha256) and the
+ * retained original it names, beside it, holds exactly those bytes: hashed
+ * here, once, never taken on the descriptor's word. It becomes the row a
+ * publication would have made (created when the descriptor says it was
+ * retained, the descriptor's bytes kept), and the partition's references are
+ * re-checked. Otherwise the descriptor gets an `unadopted-source` diagnostic
+ * (the scan goes on), looked at again by every later scan while it stands,
+ * so an original put back is adopted then: that costs a stat (and a hash,
+ * when the size matches) per standing diagnostic, nothing for others.
+ *
+ * Only descriptors a scan read (new, changed, or racy: never an unchanged
+ * file) are candidates, and a source the store knows is skipped by one
+ * primary-key lookup, so a normal rescan does no adoption work.
+ */
+import { lstatSync } from 'node:fs';
+import { join, posix } from 'node:path';
+import type { DB } from '../store/db.js';
+import { partitionOfPath, type PartitionId } from '../store/layout.js';
+import { vaultEntry } from '../fsutil.js';
+import { yaml } from '../yaml-lazy.js';
+import { SOURCE_FORMAT, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
+import { readStable } from './read.js';
+import type { ScanDiagnostic } from './types.js';
+
+/** `<partition>/evidence/<hh>/<sourceId>.yaml`, the shard being the source id's first two hex digits. */
+const DESCRIPTOR_RE = /^(?:private|conversations\/[^/]+)\/evidence\/([0-9a-f]{2})\/(src-([0-9a-f]{24}))\.yaml$/;
+
+export interface Adoption {
+  /** Descriptors looked at: their standing `unadopted-source` diagnostics are replaced by `diagnostics`. */
+  looked: string[];
+  /** Sources to record. */
+  sources: NewSource[];
+  /** Descriptors not adopted, and why. */
+  diagnostics: ScanDiagnostic[];
+}
+
+/** Whether a vault-relative path is where a source's descriptor lies. */
+export function isDescriptorPath(path: string): boolean {
+  const m = DESCRIPTOR_RE.exec(path);
+  return m !== null && m[3]!.startsWith(m[1]!);
+}
+
+/**
+ * What this scan adopts: among the files it read, descriptors of sources
+ * their partition does not know, and the descriptors whose `unadopted-source`
+ * diagnostic stands in the partitions it walks (only those: a caller adopts
+ * nothing in a partition it may not scan). Null when there is none.
+ */
+export function planAdoptions(db: DB, vault: string, scanId: string, partitions: readonly PartitionId[], read: ReadonlyArray<{ path: string }>): Adoption | null {
+  const known = db.prepare('SELECT 1 FROM sources WHERE partition = ? AND source_id = ?').pluck();
+  const candidates = new Set<string>();
+  const consider = (path: string) => {
+    if (!isDescriptorPath(path)) return;
+    const p = partitionOfPath(path);
+    if (p === null || !partitions.includes(p)) return;
+    if (known.get(p, posix.basename(path, '.yaml')) === undefined) candidates.add(path);
+  };
+  for (const f of read) if (f.path.endsWith('.yaml')) consider(f.path);
+  const standing = db.prepare("SELECT path FROM scan_diagnostics WHERE partition = ? AND code = 'unadopted-source'").pluck();
+  const looked: string[] = [];
+  for (const p of partitions) {
+    for (const path of standing.all(p) as string[]) {
+      looked.push(path);
+      consider(path);
+    }
+  }
+  if (candidates.size === 0 && looked.length === 0) return null;
+  const out: Adoption = { looked: [...new Set([...looked, ...candidates])].sort(), sources: [], diagnostics: [] };
+  for (const path of [...candidates].sort()) {
+    const verdict = adoptable(vault, path, scanId);
+    if (verdict === null) continue;
+    if ('reason' in verdict) {
+      out.diagnostics.push({ path, code: 'unadopted-source', reason: `not adopted as a source of ${partitionOfPath(path)}: ${verdict.reason}` });
+    } else {
+      out.sources.push(verdict);
+    }
+  }
+  return out;
+}
+
+/** The source a descriptor stands for, why it is not adopted, or null for a descriptor gone meanwhile. */
+function adoptable(vault: string, path: string, scanId: string): NewSource | { reason: string } | null {
+  const m = DESCRIPTOR_RE.exec(path)!;
+  const sourceId = m[2]!;
+  const dir = path.slice(0, -'.yaml'.length);
+  const r = readStable(join(vault, path));
+  if (r.kind === 'vanished') return null;
+  if (r.kind !== 'ok') return { reason: `its descriptor cannot be read (${r.kind})` };
+  let d: unknown;
+  try {
+    d = yaml().parse(r.bytes.toString('utf8'), { version: '1.2', schema: 'core', uniqueKeys: true, strict: true });
+  } catch {
+    return { reason: 'its descriptor is not valid YAML' };
+  }
+  const problem = descriptorProblem(d, sourceId, dir);
+  if (problem !== null) return { reason: `its descriptor ${problem}; fix it or move it away, then scan again` };
+  const desc = d as { sha256: string; size: number; media_type: string; retained_path: string; attribution: string; retained_at: string; in_history: boolean };
+  const rp = desc.retained_path;
+  const moveAway = 'put the original back and scan again (or move the descriptor away)';
+  const there = vaultEntry(vault, rp, { hash: false });
+  if (there.kind === 'none') return { reason: `its retained original ${rp} is missing; ${moveAway}` };
+  if (there.kind === 'other') return { reason: `its retained original: ${there.what}` };
+  const st = lstatSync(join(vault, rp), { throwIfNoEntry: false });
+  if (st === undefined) return { reason: `its retained original ${rp} is missing; ${moveAway}` };
+  if (st.size !== desc.size) return { reason: `its retained original ${rp} holds ${st.size} bytes, not the ${desc.size} its descriptor names (edited or replaced?); ${moveAway}` };
+  const hashed = vaultEntry(vault, rp);
+  if (hashed.kind === 'none') return { reason: `its retained original ${rp} is missing; ${moveAway}` };
+  if (hashed.kind === 'other') return { reason: `its retained original: ${hashed.what}` };
+  if (hashed.sha256 !== desc.sha256) return { reason: `its retained original ${rp} does not hold the bytes its descriptor names (edited or replaced?); ${moveAway}` };
+  return {
+    partition: partitionOfPath(path)!,
+    sourceId,
+    sha256: desc.sha256,
+    size: desc.size,
+    mediaType: desc.media_type,
+    path: rp,
+    descriptorPath: path,
+    inHistory: desc.in_history,
+    attributions: [{ attribution: desc.attribution, scanId, at: desc.retained_at }],
+    createdAt: desc.retained_at,
+    descriptor: r.bytes,
+  };
+}
+
+/** What is wrong with a parsed descriptor of `sourceId` lying at `<dir>.yaml`, or null. */
+function descriptorProblem(d: unknown, sourceId: string, dir: string): string | null {
+  if (d === null || typeof d !== 'object' || Array.isArray(d)) return 'is not a mapping';
+  const o = d as Record<string, unknown>;
+  if (o.format !== SOURCE_FORMAT) return `has no "format: ${SOURCE_FORMAT}"`;
+  if (o.source_id !== sourceId) return `names source ${JSON.stringify(o.source_id)}, not ${sourceId} (its file name)`;
+  if (typeof o.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(o.sha256)) return 'has no valid sha256';
+  if (sourceIdFor(o.sha256) !== sourceId) return `has a sha256 that is not the one of ${sourceId}`;
+  if (typeof o.size !== 'number' || !Number.isSafeInteger(o.size) || o.size < 0) return 'has no valid size';
+  if (typeof o.media_type !== 'string' || o.media_type === '') return 'has no media_type';
+  if (typeof o.retained_path !== 'string') return 'has no retained_path';
+  const name = posix.basename(o.retained_path);
+  if (posix.dirname(o.retained_path) !== dir || name.startsWith('.') || name === '') {
+    return `names ${JSON.stringify(o.retained_path)} as its retained original, not a file in ${dir}/ beside it (copied from elsewhere?)`;
+  }
+  if (typeof o.original_name !== 'string') return 'has no original_name';
+  if (typeof o.attribution !== 'string') return 'has no attribution';
+  if (typeof o.retained_at !== 'string' || Number.isNaN(Date.parse(o.retained_at))) return 'has no valid retained_at';
+  if (typeof o.in_history !== 'boolean') return 'has no in_history';
+  return null;
+}
+
+/**
+ * Record what planAdoptions found, in the scan's applying transaction: the
+ * sources (with the row a publication makes), and the diagnostics of the
+ * descriptors not adopted. Returns the partitions that gained sources, whose
+ * references are then re-checked.
+ */
+export function recordAdoption(db: DB, a: Adoption): Set<string> {
+  const clear = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'unadopted-source'");
+  for (const path of a.looked) clear.run(path);
+  const note = db.prepare("INSERT OR REPLACE INTO scan_diagnostics(path, partition, code, reason) VALUES (?, ?, 'unadopted-source', ?)");
+  for (const d of a.diagnostics) note.run(d.path, partitionOfPath(d.path) ?? '', d.reason);
+  const known = db.prepare('SELECT 1 FROM sources WHERE partition = ? AND source_id = ?').pluck();
+  const insert = sourceInserter(db);
+  const gained = new Set<string>();
+  for (const s of a.sources) {
+    if (known.get(s.partition, s.sourceId) !== undefined) continue;
+    insert(s);
+    gained.add(s.partition);
+  }
+  return gained;
+}

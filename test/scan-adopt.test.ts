@@ -1,0 +1,190 @@
+/**
+ * A vault that comes without its state (a `git clone` of it adopted by
+ * `knowledge init`, an older state.sqlite restored) holds retained evidence
+ * and descriptors the store has no `sources` row for. A scan adopts such a
+ * source when its descriptor and original agree (scan/adopt.ts), so its
+ * citations are valid again and the same bytes given again are that source;
+ * a descriptor whose original is missing or altered is a diagnostic, not a
+ * source, and is looked at again by later scans. Real CLI processes, except
+ * the agent's scan (agents scan through the core call only).
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { cli, makeSandbox, userGit, type Sandbox } from './helpers.js';
+import { KnowledgeService } from '../src/service.js';
+
+let sb: Sandbox;
+beforeEach(() => {
+  sb = makeSandbox('kn-adopt-');
+  const r = cli(sb, ['init', 'st']);
+  if (r.code !== 0) throw new Error(r.stderr);
+});
+afterEach(() => sb.cleanup());
+
+const claimMd = (title: string) => `---\nkind: claim\nclaim_kind: fact\ntitle: ${title}\n---\nclaim body\n`;
+
+function write(name: string, text: string): string {
+  writeFileSync(join(sb.dir, name), text);
+  return name;
+}
+
+function json(r: { code: number | null; stdout: string; stderr: string }): any { // eslint-disable-line @typescript-eslint/no-explicit-any
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+/** Publish a claim citing `evidence` (a file of the sandbox) into the first store; its record id and source. */
+function published(title: string, evidence: string, partition = 'private'): { id: string; sourceId: string; path: string; descriptorPath: string } {
+  const r = json(cli(sb, ['publish', '--store', 'st', '--partition', partition, '--evidence', evidence, write(`${title}.md`, claimMd(title)), '--json']));
+  const e = r.evidence[0];
+  return { id: r.records[0].id, sourceId: e.sourceId, path: e.path, descriptorPath: e.path.replace(/\/[^/]+$/, '.yaml') };
+}
+
+/** The first store's vault cloned into a new store `kb2`, adopted by `knowledge init` (its state is not carried). */
+function cloneStore(): string {
+  mkdirSync(join(sb.dir, 'kb2'));
+  userGit(sb, sb.dir, ['clone', '-q', join(sb.dir, 'st', 'vault'), join(sb.dir, 'kb2', 'vault')]);
+  expect(cli(sb, ['init', 'kb2']).code).toBe(0);
+  return join(sb.dir, 'kb2', 'vault');
+}
+
+const scan = (...args: string[]) => json(cli(sb, ['scan', '--store', 'kb2', ...args, '--json']));
+
+function sources(store: string): Array<Record<string, unknown>> {
+  const db = new Database(join(sb.dir, store, 'state.sqlite'), { readonly: true });
+  try {
+    return db.prepare('SELECT partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor FROM sources ORDER BY partition, source_id').all() as Array<Record<string, unknown>>;
+  } finally {
+    db.close();
+  }
+}
+
+describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not know', () => {
+  it('a clone adopted by init: its first scan adopts the source, the claim shows it, and the same bytes published or attached again are that source', () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    const vault2 = cloneStore();
+
+    const first = scan();
+    expect(first.diagnostics).toEqual([]); // no invalid-reference for the claim's citation
+    expect(first.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    // The row a publication makes, created when the descriptor says the original was retained.
+    const [mine] = sources('st');
+    const [adopted] = sources('kb2');
+    const { attributions: a1, ...row1 } = mine!;
+    const { attributions: a2, ...row2 } = adopted!;
+    expect(row2).toEqual(row1);
+    expect((row2.descriptor as Buffer).equals(readFileSync(join(vault2, c.descriptorPath)))).toBe(true);
+    expect(JSON.parse(a2 as string)).toEqual([{ attribution: JSON.parse(a1 as string)[0].attribution, scanId: first.scanId, at: row1.created_at }]);
+
+    const shown = cli(sb, ['show', '--store', 'kb2', c.id]);
+    expect(shown.stdout).not.toMatch(/unknown source/);
+    expect(shown.stdout).toContain(`evidence ${c.sourceId}  ${c.path}  14 bytes  text/plain`);
+    // A rescan reads nothing and adopts nothing more.
+    const again = scan();
+    expect(again).toMatchObject({ hashed: 0, diagnostics: [] });
+    expect(again.adopted).toBeUndefined();
+
+    // The same bytes as evidence of another claim: that source, no copy, no E_CONFLICT.
+    const other = json(cli(sb, ['publish', '--store', 'kb2', '--evidence', 'ev.txt', write('other.md', claimMd('Other')), '--json']));
+    expect(other.evidence[0]).toMatchObject({ sourceId: c.sourceId, path: c.path });
+    // And attached: one more attribution of that source.
+    const att = json(cli(sb, ['attach', '--store', 'kb2', '--root', sb.dir, 'ev.txt', '--json']));
+    expect(att).toMatchObject({ sourceId: c.sourceId, path: c.path, newSource: false });
+    const after = sources('kb2');
+    expect(after).toHaveLength(1);
+    expect(JSON.parse(after[0]!.attributions as string)).toHaveLength(3);
+    expect(scan().diagnostics).toEqual([]);
+  });
+
+  it('a descriptor whose original is missing or altered is a diagnostic, not a source; the original put back is adopted by the next scan', () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    const vault2 = cloneStore();
+    const original = join(vault2, c.path);
+    renameSync(original, join(sb.dir, 'kept.txt'));
+
+    const unadopted = (r: { diagnostics: Array<{ path: string; code: string; reason: string }> }) => r.diagnostics.filter((d) => d.code === 'unadopted-source');
+    const citation = (r: { diagnostics: Array<{ path: string; code: string; reason: string }> }) => r.diagnostics.filter((d) => d.code === 'invalid-reference');
+    const missing = scan();
+    expect(missing.adopted).toBeUndefined();
+    expect(unadopted(missing)).toEqual([{ path: c.descriptorPath, code: 'unadopted-source', reason: `not adopted as a source of private: its retained original ${c.path} is missing; put the original back and scan again (or move the descriptor away)` }]);
+    expect(citation(missing)).toHaveLength(1); // the claim still cites an unknown source
+    expect(sources('kb2')).toEqual([]);
+    expect(cli(sb, ['show', '--store', 'kb2', c.id]).stdout).toMatch(/\(unknown source\)/);
+
+    // Altered: other bytes of the same size, then of another size.
+    writeFileSync(original, 'evidence TEXT\n');
+    const altered = scan();
+    expect(altered.hashed).toBe(0); // the scan itself reads no file: the standing diagnostic is looked at again
+    expect(unadopted(altered)).toEqual([{ path: c.descriptorPath, code: 'unadopted-source', reason: `not adopted as a source of private: its retained original ${c.path} does not hold the bytes its descriptor names (edited or replaced?); put the original back and scan again (or move the descriptor away)` }]);
+    writeFileSync(original, 'my own notes on it\n');
+    expect(unadopted(scan())[0]!.reason).toMatch(/its retained original \S+ holds 19 bytes, not the 14 its descriptor names/);
+    expect(sources('kb2')).toEqual([]);
+    // Publishing those bytes is still refused: the paths hold files the store has no source for.
+    expect(cli(sb, ['publish', '--store', 'kb2', '--evidence', 'ev.txt', write('other.md', claimMd('Other'))]).stderr).toMatch(/^E_CONFLICT: .* has no source .* run `knowledge scan`/m);
+
+    // A descriptor edited by hand to name other bytes is not a descriptor of its source.
+    rmSync(original);
+    renameSync(join(sb.dir, 'kept.txt'), original);
+    const descriptor = readFileSync(join(vault2, c.descriptorPath), 'utf8');
+    writeFileSync(join(vault2, c.descriptorPath), descriptor.replace(/sha256: [0-9a-f]{64}/, `sha256: ${'a'.repeat(64)}`));
+    const edited = scan();
+    expect(edited.modified).toEqual([c.descriptorPath]);
+    expect(unadopted(edited)[0]!.reason).toBe(`not adopted as a source of private: its descriptor has a sha256 that is not the one of ${c.sourceId}; fix it or move it away, then scan again`);
+    expect(sources('kb2')).toEqual([]);
+
+    // The descriptor as it was and the original back: adopted, and the diagnostics go.
+    writeFileSync(join(vault2, c.descriptorPath), descriptor);
+    const back = scan();
+    expect(back.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    expect(back.diagnostics).toEqual([]);
+    expect(cli(sb, ['show', '--store', 'kb2', c.id]).stdout).not.toMatch(/unknown source/);
+  });
+
+  it('an older state.sqlite restored: the next scan adopts the sources published since', () => {
+    const state = join(sb.dir, 'st', 'state.sqlite');
+    const saved = (suffix: string) => [`${state}${suffix}`, join(sb.dir, `saved.sqlite${suffix}`)] as const;
+    for (const suffix of ['', '-wal', '-shm']) if (existsSync(saved(suffix)[0])) copyFileSync(...saved(suffix));
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    for (const suffix of ['', '-wal', '-shm']) {
+      rmSync(saved(suffix)[0], { force: true });
+      if (existsSync(saved(suffix)[1])) copyFileSync(saved(suffix)[1], saved(suffix)[0]);
+    }
+    expect(sources('st')).toEqual([]);
+    const r = json(cli(sb, ['scan', '--store', 'st', '--json']));
+    expect(r.diagnostics).toEqual([]);
+    expect(r.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    expect(cli(sb, ['show', '--store', 'st', c.id]).stdout).toContain(`evidence ${c.sourceId}  ${c.path}`);
+  });
+
+  it('a scan adopts only in the partitions it walks: --partition, and an agent\'s scan of private and its own conversation', async () => {
+    const p = (write('p.txt', 'private evidence\n'), published('Private', 'p.txt'));
+    const s1 = (write('s1.txt', 'evidence of s1\n'), published('One', 's1.txt', 'conversation:s1'));
+    const s2 = (write('s2.txt', 'evidence of s2\n'), published('Two', 's2.txt', 'conversation:s2'));
+    cloneStore();
+
+    const one = scan('--partition', 'conversation:s1');
+    expect(one.adopted).toEqual([{ sourceId: s1.sourceId, path: s1.path }]);
+    expect(sources('kb2').map((s) => s.source_id)).toEqual([s1.sourceId]);
+
+    // An agent of session s1 may scan private and conversation:s1, never conversation:s2.
+    const svc = KnowledgeService.open(join(sb.dir, 'kb2'), { write: true, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    try {
+      const mine = await svc.scan({ caller: { kind: 'agent', agentId: 'bot', session: 's1' } });
+      expect(mine.partitions).toEqual(['conversation:s1', 'private']);
+      expect(mine.adopted).toEqual([{ sourceId: p.sourceId, path: p.path }]);
+    } finally {
+      svc.close();
+    }
+    expect(sources('kb2').map((s) => [s.partition, s.source_id])).toEqual([['conversation:s1', s1.sourceId], ['private', p.sourceId]]);
+    expect(cli(sb, ['show', '--store', 'kb2', p.id]).stdout).toContain(`evidence ${p.sourceId}  ${p.path}`);
+
+    const all = scan();
+    expect(all.adopted).toEqual([{ sourceId: s2.sourceId, path: s2.path }]);
+    expect(all.diagnostics).toEqual([]);
+  });
+});
