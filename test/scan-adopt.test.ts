@@ -161,6 +161,23 @@ describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not kno
     expect(cli(sb, ['show', '--store', 'st', c.id]).stdout).toContain(`evidence ${c.sourceId}  ${c.path}`);
   });
 
+  it('a store whose scans recorded the descriptor before scans adopted sources: the upgrade has the next scan read it again and adopt it', () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    cloneStore();
+    expect(scan().adopted).toHaveLength(1);
+    // As a Knowledge before migration 021 left it: the descriptor recorded as a file (not racy), no source.
+    const db = new Database(join(sb.dir, 'kb2', 'state.sqlite'));
+    db.prepare('DELETE FROM sources').run();
+    db.prepare('UPDATE vault_files SET racy = 0').run();
+    db.pragma('user_version = 20');
+    db.close();
+    const r = scan();
+    expect(r.hashed).toBe(1); // the descriptor alone
+    expect(r.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    expect(scan()).toMatchObject({ hashed: 0, diagnostics: [] });
+  });
+
   it('a scan adopts only in the partitions it walks: --partition, and an agent\'s scan of private and its own conversation', async () => {
     const p = (write('p.txt', 'private evidence\n'), published('Private', 'p.txt'));
     const s1 = (write('s1.txt', 'evidence of s1\n'), published('One', 's1.txt', 'conversation:s1'));
