@@ -106,7 +106,9 @@ export function recheckReferences(db: DB, partition: string, paths?: readonly st
  * became or stopped being a duplicate): those holding one of the ids, those
  * linking to one (dependencies, relationship endpoints: `record_links`, kept
  * by the read index), and files parked under one of them (their diagnostics
- * go). Evidence citations depend on sources, which only publications change.
+ * go). Evidence citations depend on sources, which publications and
+ * attachments change, and a scan that adopts sources found on disk
+ * (adopt.ts): apply.ts re-checks such a partition whole.
  */
 export function pathsAffectedByIds(db: DB, partition: string, ids: ReadonlySet<string>): string[] {
   if (ids.size === 0) return [];
