@@ -9,10 +9,10 @@
  * the agent's scan (agents scan through the core call only).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { cli, makeSandbox, userGit, type Sandbox } from './helpers.js';
+import { cli, makeSandbox, unprivilegedCli, UNPRIVILEGED_NOTE, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 
 let sb: Sandbox;
@@ -144,6 +144,26 @@ describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not kno
     expect(back.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
     expect(back.diagnostics).toEqual([]);
     expect(cli(sb, ['show', '--store', 'kb2', c.id]).stdout).not.toMatch(/unknown source/);
+  });
+
+  it(`an original the scan may not read is a diagnostic, and the scan goes on ${UNPRIVILEGED_NOTE}`, () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    const vault2 = cloneStore();
+    const run = unprivilegedCli(sb, 'an unreadable original');
+    if (!run) return;
+    chmodSync(join(vault2, c.path), 0o000);
+    const r = run(['scan', '--store', 'kb2', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const receipt = JSON.parse(r.stdout);
+    expect(receipt.added).toContain(c.descriptorPath);
+    expect(receipt.adopted).toBeUndefined();
+    expect(receipt.diagnostics.filter((d: { code: string }) => d.code === 'unadopted-source')).toEqual([
+      { path: c.descriptorPath, code: 'unadopted-source', reason: expect.stringMatching(/^not adopted as a source of private: its retained original cannot be read: EACCES/) },
+    ]);
+    chmodSync(join(vault2, c.path), 0o644);
+    const back = run(['scan', '--store', 'kb2', '--json']);
+    expect(JSON.parse(back.stdout).adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
   });
 
   it('an older state.sqlite restored: the next scan adopts the sources published since', () => {

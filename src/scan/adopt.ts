@@ -77,7 +77,13 @@ export function planAdoptions(db: DB, vault: string, scanId: string, partitions:
   if (candidates.size === 0 && looked.length === 0) return null;
   const out: Adoption = { looked: [...new Set([...looked, ...candidates])].sort(), sources: [], diagnostics: [] };
   for (const path of [...candidates].sort()) {
-    const verdict = adoptable(vault, path, scanId);
+    let verdict: ReturnType<typeof adoptable>;
+    try {
+      verdict = adoptable(vault, path, scanId);
+    } catch (err) {
+      // A permission or I/O error on the original: reported, never the end of the scan [SCAN-2].
+      verdict = { reason: `its retained original cannot be read: ${err instanceof Error ? err.message : String(err)}` };
+    }
     if (verdict === null) continue;
     if ('reason' in verdict) {
       out.diagnostics.push({ path, code: 'unadopted-source', reason: `not adopted as a source of ${partitionOfPath(path)}: ${verdict.reason}` });
