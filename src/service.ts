@@ -323,7 +323,8 @@ export class KnowledgeService {
     const row = completeUpload(this.store, id);
     const failure = row.batch_id !== null ? await drainAccepted(this.store, this.runner, { through: row.batch_id }) : null;
     const receipt = attachmentReceipt(this.store.db, row.attachment_id);
-    receipt.git = acceptedGitState(this.store.db, row.batch_id, failure);
+    // No batch: bytes history already held (attach/receipt.ts says where), nothing of this request to drain.
+    if (row.batch_id !== null) receipt.git = acceptedGitState(this.store.db, row.batch_id, failure);
     return receipt;
   }
 

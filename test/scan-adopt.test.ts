@@ -95,6 +95,11 @@ describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not kno
     // And attached: one more attribution of that source.
     const att = json(cli(sb, ['attach', '--store', 'kb2', '--root', sb.dir, 'ev.txt', '--json']));
     expect(att).toMatchObject({ sourceId: c.sourceId, path: c.path, newSource: false });
+    // Its commit: one the branch holds with exactly those bytes (no batch of this store carried them).
+    expect(att.git.state).toBe('committed');
+    expect(att.git.commit).toMatch(/^[0-9a-f]{40}$/);
+    expect(userGit(sb, vault2, ['rev-parse', `${att.git.commit}:${c.path}`]).trim()).toBe(userGit(sb, vault2, ['hash-object', join(vault2, c.path)]).trim());
+    expect(json(cli(sb, ['receipt', '--store', 'kb2', att.attachmentId, '--json'])).git).toEqual(att.git);
     const after = sources('kb2');
     expect(after).toHaveLength(1);
     expect(JSON.parse(after[0]!.attributions as string)).toHaveLength(3);

@@ -18,8 +18,21 @@ export function receiptOf(db: DB, row: AttachmentRow): AttachmentReceipt {
     );
   }
   const receipt = JSON.parse(row.receipt) as AttachmentReceipt;
-  receipt.git = batchGitState(db, row.batch_id);
+  receipt.git = attachmentGit(db, row);
   return receipt;
+}
+
+/**
+ * Where a completed attachment's bytes are in history: the batch that first carried its source's files, else (a
+ * source adopted by a scan while the branch already held its files: scan/adopt.ts) the branch tip that scan saw.
+ */
+function attachmentGit(db: DB, row: AttachmentRow): GitState {
+  if (row.batch_id === null) {
+    const at = db.prepare('SELECT h.commit_id FROM sources s JOIN adopted_in_history h USING (partition, source_id) WHERE s.partition = ? AND s.sha256 = ? LIMIT 1')
+      .pluck().get(row.partition, row.sha256) as string | undefined;
+    if (at !== undefined) return { state: 'committed', commit: at };
+  }
+  return batchGitState(db, row.batch_id);
 }
 
 /** A completed attachment's receipt by attachment id or request id. */
@@ -40,7 +53,7 @@ export interface AttachmentActivity {
 export function attachmentEntry(db: DB, r: AttachmentRow): AttachmentActivity {
   const receipt = r.receipt ? (JSON.parse(r.receipt) as AttachmentReceipt) : null;
   const git: GitState = r.state === 'completed'
-    ? batchGitState(db, r.batch_id)
+    ? attachmentGit(db, r)
     : { state: 'pending', code: 'waiting', reason: r.failure ?? (r.received < r.size
       ? `upload incomplete: ${r.received} of ${r.size} bytes received`
       : `all ${r.size} bytes received, not yet installed: knowledge resume ${r.attachment_id} finishes it`) };

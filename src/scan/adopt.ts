@@ -166,17 +166,25 @@ function descriptorProblem(d: unknown, sourceId: string, dir: string): string | 
  * descriptors not adopted. Returns the partitions that gained sources, whose
  * references are then re-checked.
  */
-export function recordAdoption(db: DB, a: Adoption): Set<string> {
+/**
+ * Record what `a` adopts. `tip`: the branch tip this scan saw before it read any file; `queued`: the paths this
+ * scan's own checkpoint carries. A source whose descriptor that checkpoint does not carry was already in history
+ * when the scan began (a clone's files, an older state's): `tip` holds it, and is kept as the commit to name for it
+ * where no batch of this store carried it (an attachment of the same bytes).
+ */
+export function recordAdoption(db: DB, a: Adoption, tip: string | null, queued: ReadonlySet<string>): Set<string> {
   const clear = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'unadopted-source'");
   for (const path of a.looked) clear.run(path);
   const note = db.prepare("INSERT OR REPLACE INTO scan_diagnostics(path, partition, code, reason) VALUES (?, ?, 'unadopted-source', ?)");
   for (const d of a.diagnostics) note.run(d.path, partitionOfPath(d.path) ?? '', d.reason);
   const known = db.prepare('SELECT 1 FROM sources WHERE partition = ? AND source_id = ?').pluck();
   const insert = sourceInserter(db);
+  const inHistoryAt = db.prepare('INSERT OR REPLACE INTO adopted_in_history(commit_id, partition, source_id) VALUES (?, ?, ?)');
   const gained = new Set<string>();
   for (const s of a.sources) {
     if (known.get(s.partition, s.sourceId) !== undefined) continue;
     insert(s);
+    if (tip !== null && !queued.has(s.descriptorPath)) inHistoryAt.run(tip, s.partition, s.sourceId);
     gained.add(s.partition);
   }
   return gained;

@@ -131,7 +131,9 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     }, { bulk: write.length >= BULK_MIN_FILES && write.length >= (db.prepare('SELECT count(*) FROM records').pluck().get() as number) });
 
     // Sources found on disk, adopted before references are re-checked: a partition that gained some is re-checked whole.
-    const adoptedIn = a.adoption ? recordAdoption(db, a.adoption) : new Set<string>();
+    // One whose descriptor this scan's own checkpoint does not carry is held by the tip the scan saw (its batch, if any,
+    // is found by the descriptor's path).
+    const adoptedIn = a.adoption ? recordAdoption(db, a.adoption, a.observedTip ?? null, batchId === null ? new Set() : new Set(write)) : new Set<string>();
 
     // References: the whole partition after a baseline or a publication (sources, ids); else the edited
     // records, and when record ids changed standing, the records holding, linking to or parked under them.
