@@ -164,13 +164,12 @@ function descriptorProblem(d: unknown, sourceId: string, dir: string): string | 
  * Record what planAdoptions found, in the scan's applying transaction: the
  * sources (with the row a publication makes), and the diagnostics of the
  * descriptors not adopted. Returns the partitions that gained sources, whose
- * references are then re-checked.
- */
-/**
- * Record what `a` adopts. `tip`: the branch tip this scan saw before it read any file; `queued`: the paths this
- * scan's own checkpoint carries. A source whose descriptor that checkpoint does not carry was already in history
- * when the scan began (a clone's files, an older state's): `tip` holds it, and is kept as the commit to name for it
- * where no batch of this store carried it (an attachment of the same bytes).
+ * references are then re-checked. `tip`: the branch tip this scan saw before
+ * it read any file; `queued`: the paths this scan's own checkpoint carries. A
+ * source whose descriptor that checkpoint does not carry was already in
+ * history when the scan began (a clone's files, an older state's): `tip`
+ * holds it, and is kept as the commit to name for it where no batch of this
+ * store carried it (an attachment of the same bytes).
  */
 export function recordAdoption(db: DB, a: Adoption, tip: string | null, queued: ReadonlySet<string>): Set<string> {
   const clear = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'unadopted-source'");
