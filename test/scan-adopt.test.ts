@@ -106,6 +106,23 @@ describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not kno
     expect(scan().diagnostics).toEqual([]);
   });
 
+  it('the scan reports its adopt phase, original by original, to a progress bar', async () => {
+    write('a.txt', 'evidence a\n');
+    write('b.txt', 'evidence b\n');
+    published('A', 'a.txt');
+    published('B', 'b.txt');
+    cloneStore();
+    const seen: string[] = [];
+    const svc = KnowledgeService.open(join(sb.dir, 'kb2'), { write: true, env: sb.env, git: { pathEnv: sb.env.PATH } });
+    try {
+      const r = await svc.scan({ caller: { kind: 'operator' }, onProgress: (p) => { if (p.phase === 'adopt') seen.push(`${p.adopting!.done}/${p.adopting!.of}`); } });
+      expect(r.adopted).toHaveLength(2);
+    } finally {
+      svc.close();
+    }
+    expect(seen).toEqual(['0/2', '1/2']);
+  });
+
   it('a descriptor whose original is missing or altered is a diagnostic, not a source; the original put back is adopted by the next scan', () => {
     write('ev.txt', 'evidence text\n');
     const c = published('Sky', 'ev.txt');

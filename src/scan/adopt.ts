@@ -31,6 +31,7 @@ import { yaml } from '../yaml-lazy.js';
 import { SOURCE_FORMAT, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
 import { readStable } from './read.js';
 import type { ScanDiagnostic } from './types.js';
+import { yieldToSignals } from '../interrupt.js';
 
 /** `<partition>/evidence/<hh>/<sourceId>.yaml`, the shard being the source id's first two hex digits. */
 const DESCRIPTOR_RE = /^(?:private|conversations\/[^/]+)\/evidence\/([0-9a-f]{2})\/(src-([0-9a-f]{24}))\.yaml$/;
@@ -56,7 +57,10 @@ export function isDescriptorPath(path: string): boolean {
  * diagnostic stands in the partitions it walks (only those: a caller adopts
  * nothing in a partition it may not scan). Null when there is none.
  */
-export function planAdoptions(db: DB, vault: string, scanId: string, partitions: readonly PartitionId[], read: ReadonlyArray<{ path: string }>): Adoption | null {
+export async function planAdoptions(
+  db: DB, vault: string, scanId: string, partitions: readonly PartitionId[], read: ReadonlyArray<{ path: string }>,
+  progress?: (done: number, of: number) => void,
+): Promise<Adoption | null> {
   const known = db.prepare('SELECT 1 FROM sources WHERE partition = ? AND source_id = ?').pluck();
   const candidates = new Set<string>();
   const consider = (path: string) => {
@@ -76,7 +80,11 @@ export function planAdoptions(db: DB, vault: string, scanId: string, partitions:
   }
   if (candidates.size === 0 && looked.length === 0) return null;
   const out: Adoption = { looked: [...new Set([...looked, ...candidates])].sort(), sources: [], diagnostics: [] };
-  for (const path of [...candidates].sort()) {
+  const todo = [...candidates].sort();
+  for (const [i, path] of todo.entries()) {
+    // Each original is read whole (a clone's may be many, and large): the bar says how far, and Ctrl-C stops between two.
+    progress?.(i, todo.length);
+    if (i > 0) await yieldToSignals();
     let verdict: ReturnType<typeof adoptable>;
     try {
       verdict = adoptable(vault, path, scanId);

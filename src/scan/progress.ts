@@ -8,6 +8,7 @@ import type { ScanProgress } from './types.js';
 
 const PHASE_LABEL: Record<ScanProgress['phase'], string> = {
   walk: 'scanning',
+  adopt: 'adopting sources',
   record: 'recording',
   commit: 'committing',
 };
@@ -15,12 +16,15 @@ const PHASE_LABEL: Record<ScanProgress['phase'], string> = {
 /** One line of progress (pure; no terminal codes). */
 export function progressLine(p: ScanProgress, width = 24): string {
   const label = PHASE_LABEL[p.phase];
+  const bar = (done: number, of: number) => {
+    const frac = Math.min(1, done / of);
+    const full = Math.round(frac * width);
+    return `[${'#'.repeat(full)}${'-'.repeat(width - full)}] ${Math.floor(frac * 100)}%`;
+  };
+  if (p.phase === 'adopt' && p.adopting && p.adopting.of > 0) return `${label} ${bar(p.adopting.done, p.adopting.of)} ${p.adopting.done}/${p.adopting.of} originals hashed`;
   const hashed = p.hashed > 0 ? `, ${p.hashed} read` : '';
   if (p.phase !== 'walk' || p.expected <= 0) return `${label} ${p.seen} files${hashed}`;
-  const frac = Math.min(1, p.seen / p.expected);
-  const full = Math.round(frac * width);
-  const bar = '#'.repeat(full) + '-'.repeat(width - full);
-  return `${label} [${bar}] ${Math.floor(frac * 100)}% ${p.seen}/${p.expected} files${hashed}`;
+  return `${label} ${bar(p.seen, p.expected)} ${p.seen}/${p.expected} files${hashed}`;
 }
 
 export interface ProgressBar {

@@ -138,7 +138,11 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   const plan = planScan(seen.read, seen.missing);
   // Sources on disk that the store does not know (a vault cloned or restored without its state): their
   // originals are hashed here, outside the applying transaction, and recorded in it (adopt.ts).
-  const adoption = planAdoptions(db, store.paths.vault, scanId, partitions, seen.read);
+  const adoption = await planAdoptions(db, store.paths.vault, scanId, partitions, seen.read, (done, of) => {
+    progress.phase = 'adopt';
+    progress.adopting = { done, of };
+    opts.onProgress?.(progress);
+  });
   // A partition's baseline is the first scan that reads a file in it: a first scan of a partition whose
   // folder is missing, empty, or holds nothing it may read (a symbolic link, an unreadable or too large
   // file, one that kept changing) leaves it to a later one.

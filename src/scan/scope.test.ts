@@ -52,6 +52,9 @@ describe('progress bar [SCAN-4]', () => {
     expect(progressLine({ phase: 'walk', seen: 50, expected: 100, hashed: 3 }, 10)).toBe('scanning [#####-----] 50% 50/100 files, 3 read');
     expect(progressLine({ phase: 'walk', seen: 7, expected: 0, hashed: 0 })).toBe('scanning 7 files');
   });
+  it('while sources found on disk are adopted, counts their originals hashed', () => {
+    expect(progressLine({ phase: 'adopt', seen: 900, expected: 0, hashed: 900, adopting: { done: 3, of: 12 } }, 8)).toBe('adopting sources [##------] 25% 3/12 originals hashed');
+  });
   it('stays silent for short scans and clears its line at the end', () => {
     let t = 0;
     const out: string[] = [];

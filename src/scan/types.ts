@@ -148,7 +148,9 @@ export interface ScanReceipt {
 
 /** Progress of a long scan, for a terminal progress bar [SCAN-4]. */
 export interface ScanProgress {
-  phase: 'walk' | 'record' | 'commit';
+  phase: 'walk' | 'adopt' | 'record' | 'commit';
+  /** In the adopt phase: originals of sources found on disk hashed so far, of how many (scan/adopt.ts). */
+  adopting?: { done: number; of: number };
   /** Files looked at so far. */
   seen: number;
   /** Files Knowledge knew before this scan (an estimate of the total; 0 for a first scan). */
