@@ -6,7 +6,7 @@
  * Pure; table-tested.
  */
 import { KnowledgeError } from '../errors.js';
-import { isUtf8 } from '../scan/scope.js';
+import { isUtf8 } from 'node:buffer';
 
 /** Longest request target the Gateway reads; longer ones are E_TOO_LARGE (413). */
 export const MAX_URL_LENGTH = 4096;

@@ -105,12 +105,3 @@ export function showRawName(raw: Buffer): string {
   return out;
 }
 
-/** Whether raw name bytes are valid UTF-8. */
-export function isUtf8(raw: Buffer): boolean {
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(raw);
-    return true;
-  } catch {
-    return false;
-  }
-}

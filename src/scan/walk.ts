@@ -7,7 +7,8 @@
  * `.git` of their own (another repository's work tree, e.g. a submodule).
  */
 import { lstatSync, readdirSync } from 'node:fs';
-import { isIgnoredName, isScannedFileName, isSkippedDir, isUtf8, pathProblem, showRawName } from './scope.js';
+import { isUtf8 } from 'node:buffer';
+import { isIgnoredName, isScannedFileName, isSkippedDir, pathProblem, showRawName } from './scope.js';
 import type { ScanDiagnostic } from './types.js';
 import type { ReadOutcome } from './read.js';
 
