@@ -192,12 +192,19 @@ describe('[READ-1] records, lookup and search over HTTP', () => {
       '/api/lookup?key=%FF',
       '/api/activity?cursor=%FF',
       '/api/records/rec-glossary/diff?from=%FF&to=%FF',
+      // The same in a path segment: an id no caller could have meant is malformed, not absent.
+      '/api/records/%FF',
+      '/api/records/rec-%E9/history',
+      '/api/publications/%C3',
     ]) {
       const r = await json(app.request(path));
       expect(r.status, path).toBe(400);
       expect(r.body.error?.code, path).toBe('E_VALIDATION');
     }
     expect((await json(app.request('/api/search?q=%FF'))).body.error?.message).toMatch(/^query parameter "q" is not UTF-8 text/);
+    expect((await json(app.request('/api/records/%FF'))).body.error?.message).toMatch(/^path segment 3 \("%FF"\) is not UTF-8 text/);
+    // Escaped UTF-8 in a path is text like any other: an unknown id is absent.
+    expect((await json(app.request('/api/records/caf%C3%A9'))).body.error?.code).toBe('E_NOT_FOUND');
     // A date error names the query parameter the caller sent.
     expect((await json(app.request('/api/search?q=x&before=soon'))).body.error?.message).toMatch(/^before must be/);
     const huge = await json(app.request(`/api/search?q=${'a'.repeat(5000)}`));

@@ -14,7 +14,7 @@ import { KnowledgeError, httpStatus, isDiskFull, isKnowledgeError, type ErrorCod
 import { OPERATOR } from '../access.js';
 import type { KnowledgeService } from '../service.js';
 import { loadAssets, type Asset } from './assets.js';
-import { checkUrlLength, readParams, required, type Params } from './params.js';
+import { checkPathUtf8, checkUrlLength, readParams, required, type Params } from './params.js';
 import { instantOption, MAX_OFFSET } from '../read/query.js';
 import { WRITE_HEADER, bearerMatches, hostAllowed, sameOriginWrite } from './auth.js';
 
@@ -167,6 +167,7 @@ export function createApp(svc: KnowledgeService, opts: GatewayOptions = {}): Hon
     if (opts.token !== undefined && !bearerMatches(opts.token, c.req.header('authorization'))) {
       throw new KnowledgeError('E_UNAUTHORIZED', 'this Gateway needs its token: send Authorization: Bearer <token>');
     }
+    checkPathUtf8(c.req.url);
     // [LAY-3] a store whose files vanished while served is unavailable, not empty.
     svc.checkAvailable();
     // An operator's edit of writesEnabled in the registry applies to the next request, as it does to the CLI's and MCP's.

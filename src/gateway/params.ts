@@ -44,12 +44,30 @@ function refuseNonUtf8(search: string): void {
   for (const pair of search.slice(1).split('&')) {
     const [key = '', value = ''] = pair.split(/=(.*)/s);
     for (const part of [key, value]) {
-      // Escapes are at odd indices of the split; the rest is ASCII (the URL parser percent-encodes anything else).
-      const bytes = Buffer.concat(part.split(/(%[0-9A-Fa-f]{2})/).map((p, i) => (i % 2 ? Buffer.from([parseInt(p.slice(1), 16)]) : Buffer.from(p, 'utf8'))));
-      if (!isUtf8(bytes)) {
+      if (!percentDecodesToUtf8(part)) {
         throw new KnowledgeError('E_VALIDATION', `query parameter ${JSON.stringify(key.slice(0, 40))} is not UTF-8 text once percent-decoded; Knowledge takes text as UTF-8`);
       }
     }
+  }
+}
+
+/** Whether the percent-decoded bytes of one URL part are UTF-8. */
+function percentDecodesToUtf8(part: string): boolean {
+  // Escapes are at odd indices of the split; the rest is ASCII (the URL parser percent-encodes anything else).
+  return isUtf8(Buffer.concat(part.split(/(%[0-9A-Fa-f]{2})/).map((p, i) => (i % 2 ? Buffer.from([parseInt(p.slice(1), 16)]) : Buffer.from(p, 'utf8')))));
+}
+
+/**
+ * E_VALIDATION when a segment of the request path percent-decodes to bytes
+ * that are not UTF-8 (`/api/records/%FF`): the router would match the raw
+ * escape and answer 404 for an id no caller could have meant, where the same
+ * id as a query parameter or a CLI argument is refused as malformed.
+ */
+export function checkPathUtf8(url: string): void {
+  const segments = new URL(url).pathname.split('/');
+  const bad = segments.findIndex((s) => !percentDecodesToUtf8(s));
+  if (bad >= 0) {
+    throw new KnowledgeError('E_VALIDATION', `path segment ${bad} (${JSON.stringify(segments[bad]!.slice(0, 40))}) is not UTF-8 text once percent-decoded; Knowledge takes text as UTF-8`);
   }
 }
 
