@@ -6,8 +6,8 @@
  * and how to finish it (a publication's request id, say), and the process
  * ends as the signal would have ended it (exit status 128 + its number).
  * The long-running surfaces install it for their lifetime: the Gateway
- * closes on SIGINT and SIGTERM (src/gateway/server.ts closeOnSignal) and
- * ends by SIGHUP; `knowledge mcp` ends by each.
+ * closes on each, answering the requests it has taken, and then ends by
+ * SIGHUP (src/gateway/server.ts closeOnSignal); `knowledge mcp` ends by each.
  *
  * Some steps must not be cut short: while Knowledge holds the user's
  * `index.lock` after moving the branch, the index is behind the branch until

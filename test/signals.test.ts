@@ -205,8 +205,8 @@ const PUBLISH_REQUEST = '0b0e5c1a-6f0d-4c3e-9a57-3d2f4b6c8e10';
  * index.lock held (idle: a moment after it serves), and `again` 200 ms later. Its end, its stderr, and its answer to
  * the write (null if none).
  */
-async function serverSignalled(server: Server, signal: NodeJS.Signals, opts: { idle?: boolean; again?: NodeJS.Signals } = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; answered: string | null }> {
-  const point = 'after-update-ref';
+async function serverSignalled(server: Server, signal: NodeJS.Signals, opts: { idle?: boolean; again?: NodeJS.Signals; point?: string } = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string; answered: string | null }> {
+  const point = opts.point ?? 'after-update-ref';
   const args = server === 'serve' ? ['serve', '--store', 'st', '--port', '0'] : ['mcp', '--store', 'st', '--agent', 'bot'];
   const child = spawn(process.execPath, [cliPath, ...args], {
     cwd: sb.dir, env: { ...sb.env, ...(opts.idle ? {} : { KNOWLEDGE_PAUSE_AT: `${point}:1500` }) }, stdio: ['pipe', 'pipe', 'pipe'], detached: true,
@@ -267,7 +267,7 @@ describe('[GIT-10] the Gateway and the MCP server: a signal while a checkpoint h
 
   for (const server of ['serve', 'mcp'] as const) {
     for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-      // The Gateway closes on SIGINT and SIGTERM (status 0) and ends by SIGHUP; the MCP server ends by each.
+      // The Gateway closes on each, then exits 0 (SIGINT, SIGTERM) or ends by SIGHUP; the MCP server ends by each.
       const status = server === 'serve' && signal !== 'SIGHUP' ? 0 : signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 129;
       it(`knowledge ${server}, ${signal}: the index follows the branch and the lock is released, then status ${status}; the write is recorded committed`, async () => {
         const r = await serverSignalled(server, signal);
@@ -281,7 +281,7 @@ describe('[GIT-10] the Gateway and the MCP server: a signal while a checkpoint h
         const verify = cli(sb, ['verify', '--store', 'st']);
         expect(verify.code, verify.stderr).toBe(0);
         expect(r.stderr).toContain(`knowledge: ${signal} received; finishing the index update first`);
-        if (server === 'serve' && signal !== 'SIGHUP') expect(r.answered, 'the scan taken was answered before closing').toMatch(/^200 /);
+        if (server === 'serve') expect(r.answered, 'the scan taken was answered before closing').toMatch(/^200 /);
         if (server === 'mcp') {
           // Its answer was not written (the server ended by the signal), but the publication is recorded under its request id, committed once.
           expect(r.answered).toBeNull();
@@ -299,6 +299,22 @@ describe('[GIT-10] the Gateway and the MCP server: a signal while a checkpoint h
       lockLeftThenTakenOver();
       expect(userGit(sb, vault, ['diff', '--cached', '--name-status', 'HEAD'])).toBe('');
       expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
+    });
+  }
+});
+
+describe('the Gateway signalled mid-request, before its checkpoint holds any lock', () => {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    const status = signal === 'SIGHUP' ? 129 : 0;
+    it(`knowledge serve, ${signal}: the scan it has taken is answered and committed, then status ${status}, the store free`, async () => {
+      // Paused while the scan stages what it read (synchronously: the signal is acted on once the pause ends).
+      const r = await serverSignalled('serve', signal, { point: 'scan-mid-stage' });
+      expect(shellStatus(r), r.stderr).toBe(status);
+      expect(r.answered, 'the scan taken was answered before the Gateway ended').toMatch(/^200 /);
+      expect(existsSync(join(vault, '.git', 'index.lock'))).toBe(false);
+      expect(userGit(sb, vault, ['ls-tree', '-r', '--name-only', 'HEAD', '--', 'private'])).toContain(written('serve'));
+      expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
+      expect(cli(sb, ['publish', '--store', 'st', 'p.md']).code).toBe(0);
     });
   }
 });

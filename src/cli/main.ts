@@ -496,7 +496,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return 0;
       }
       case 'serve': {
-        // [SURF-2] the Gateway: holds the store's writer lock until SIGINT/SIGTERM (closeOnSignal; SIGHUP ends it).
+        // [SURF-2] the Gateway: holds the store's writer lock until SIGINT/SIGTERM/SIGHUP (closeOnSignal).
         const { values, positionals } = parse(rest, { host: { type: 'string' }, port: { type: 'string' }, token: { type: 'string' } });
         const dir = storeDir(values, env);
         if (positionals.length !== 0) throw new UsageError('serve takes no positional arguments');

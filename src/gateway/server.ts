@@ -189,20 +189,23 @@ export async function startGateway(opts: GatewayStartOptions): Promise<RunningGa
 }
 
 /**
- * Serve until SIGINT or SIGTERM, then close cleanly (the writer lock is
- * released, so the next writer need not wait for a stale-holder check);
- * SIGHUP ends the process by that signal, as it always has. A signal that
- * arrives while a checkpoint holds the vault's index.lock waits until the
- * index follows the branch and the lock is released (src/interrupt.ts); a
- * second signal then, or any signal while closing, ends the process at once.
+ * Serve until SIGINT, SIGTERM or SIGHUP, then close cleanly: the requests
+ * already taken are answered, and the writer lock is released, so the next
+ * writer need not wait for a stale-holder check. SIGINT and SIGTERM then end
+ * the command normally; SIGHUP (its terminal closed) ends the process by that
+ * signal once closed, as a hang-up ends any command. A signal that arrives
+ * while a checkpoint holds the vault's index.lock waits until the index
+ * follows the branch and the lock is released (src/interrupt.ts); a second
+ * signal then, or any signal while closing, ends the process at once.
  * Installed before the Gateway says where it serves: a signal right after
  * that line is not met by the default action.
  */
 export function closeOnSignal(gw: RunningGateway): Promise<void> {
   return new Promise((done) => {
     const uninstall = stopOnSignals((signal, atOnce) => {
-      if (atOnce || signal === 'SIGHUP') endBySignal(signal);
+      if (atOnce) endBySignal(signal);
       void gw.close().finally(() => {
+        if (signal === 'SIGHUP') endBySignal(signal);
         uninstall();
         done();
       });
