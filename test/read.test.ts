@@ -526,6 +526,40 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(h.versions[0]!.subject).toContain('Evolving');
   });
 
+  it('says how many of the record\'s commits the branch no longer holds (reset, .git replaced or deleted), which the list lacks', async () => {
+    const [r1, r2, r3] = threeRevisions();
+    publish([{ title: 'Unrelated' }]);
+    let h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions).toHaveLength(3);
+    expect(h.offBranch).toBeUndefined();
+    // The user resets the branch below the last two publications of the record (their files stay as they are).
+    userGit(sb, vault, ['reset', '-q', '--mixed', r1!.git.commit!]);
+    h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions.map((v) => v.commit)).toEqual([r1!.git.commit]);
+    expect(h.offBranch).toBe(2);
+    const text = cli(sb, ['history', '--store', 'st', 'rec-h']);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain("  2 commit(s) Knowledge made of this record's file are not on branch main (was it reset, or .git replaced?); knowledge verify names them");
+    expect(JSON.parse(cli(sb, ['history', '--store', 'st', 'rec-h', '--json']).stdout).offBranch).toBe(2);
+    // Back where it was: nothing is missing.
+    userGit(sb, vault, ['reset', '-q', '--mixed', r3!.git.commit!]);
+    expect((await reader().recordHistory(OP, 'rec-h')).offBranch).toBeUndefined();
+    // .git replaced by another repository that never held them: every version's commit is missing.
+    rmSync(join(vault, '.git'), { recursive: true });
+    userGit(sb, vault, ['init', '-q', '-b', 'main']);
+    userGit(sb, vault, ['commit', '-q', '--allow-empty', '-m', 'fresh']);
+    h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.versions).toEqual([]);
+    expect(h.offBranch).toBe(3);
+    // Deleted: the repository is absent, and with it the three commits.
+    rmSync(join(vault, '.git'), { recursive: true });
+    h = await reader().recordHistory(OP, 'rec-h');
+    expect(h.git.state).toBe('absent');
+    expect(h.offBranch).toBe(3);
+    expect(cli(sb, ['history', '--store', 'st', 'rec-h']).stdout).toContain('3 commit(s) Knowledge made of this record\'s file are not in the repository');
+    expect(r2!.git.state).toBe('committed');
+  });
+
   it('diffs revision 1 against revision 3', async () => {
     const [r1, , r3] = threeRevisions();
     const d = await reader().recordDiff(OP, 'rec-h', r1!.git.commit!, r3!.git.commit!);

@@ -48,6 +48,10 @@ export function renderHistoryGit(git: HistoryGit): string {
 export function renderHistory(h: RecordHistory): string {
   const lines = [`history of ${shown(h.id)}  ${shown(h.path)}`, `  git: ${renderHistoryGit(h.git)}`];
   if (h.queued > 0) lines.push(`  ${h.queued} version(s) waiting for a checkpoint (not in Git yet)`);
+  if (h.offBranch) {
+    const where = h.git.state === 'ready' ? `on branch ${shown(h.git.branch.replace(/^refs\/heads\//, ''))}` : 'in the repository';
+    lines.push(`  ${h.offBranch} commit(s) Knowledge made of this record's file are not ${where} (was it reset, or .git replaced?); knowledge verify names them`);
+  }
   if (h.versions.length === 0) lines.push('  no committed versions');
   for (const v of h.versions) {
     const ref = v.publicationId ?? v.scanId ?? '';

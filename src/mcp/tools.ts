@@ -213,7 +213,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Record history and diffs',
     description: [
       "A record's committed versions from the vault's local Git history, newest first: commit, date, actor (agent, operator, external), revision and publication.",
-      '"queued" counts versions not committed yet; "git" says whether the repository could be read. Pass from and to (two commits of the list) to also get the unified diff between them.',
+      '"queued" counts versions not committed yet; "offBranch" (when present) counts commits of this record that the branch no longer holds (reset or replaced); "git" says whether the repository could be read. Pass from and to (two commits of the list) to also get the unified diff between them.',
     ].join(' '),
     input: historyInput,
     annotations: READ,

@@ -110,10 +110,17 @@ export async function readHistory(
 ): Promise<RecordHistory> {
   const base = { id: rec.id, path: rec.path, queued: queuedVersions(db, rec.path) };
   const opened = await openHistoryRepo(runner, vaultDir);
-  if (!opened.ok) return { ...base, versions: [], git: opened.git };
+  if (!opened.ok) {
+    // No repository where Knowledge committed before (.git deleted): its checkpoints are gone with it.
+    const offBranch = opened.git.state === 'absent' ? recordedCommits(db, [rec.path]).length : 0;
+    return { ...base, versions: [], git: opened.git, ...(offBranch > 0 ? { offBranch } : {}) };
+  }
   const { repo } = opened;
   const git: HistoryGit = { state: 'ready', branch: repo.branch, head: repo.head };
-  if (repo.head === null) return { ...base, versions: [], git };
+  if (repo.head === null) {
+    const offBranch = recordedCommits(db, [rec.path]).length;
+    return { ...base, versions: [], git, ...(offBranch > 0 ? { offBranch } : {}) };
+  }
 
   const versions: SegmentVersion[] = [];
   // Where to go on from when Git's rename detection ends: a scan that paired a moved and edited
@@ -182,13 +189,45 @@ export async function readHistory(
     from = oldest.parent;
     path = before;
   }
-  return { ...base, versions: versions.map(({ added: _added, ...v }) => v), git };
+  const offBranch = await offBranchCommits(runner, repo, db, rec.path, versions);
+  return { ...base, versions: versions.map(({ added: _added, ...v }) => v), git, ...(offBranch > 0 ? { offBranch } : {}) };
 }
 
 /** Renames recorded by scans followed, at most, for one history. */
 const MAX_RENAME_HOPS = 64;
 
 type SegmentVersion = RecordVersion & { added: boolean };
+
+/** The distinct commits Knowledge recorded for checkpoints that wrote one of `paths`. */
+function recordedCommits(db: DB, paths: readonly string[]): string[] {
+  const q = db.prepare(
+    `SELECT DISTINCT b.commit_id FROM batch_files f JOIN batches b ON b.batch_id = f.batch_id
+      WHERE f.path = ? AND f.deleted = 0 AND b.state = 'committed' AND b.commit_id IS NOT NULL`,
+  ).pluck();
+  return [...new Set(paths.flatMap((p) => q.all(p) as string[]))];
+}
+
+/** Ancestry checks at most per history: a reset branch is told by the first few. */
+const MAX_OFF_BRANCH_CHECKS = 32;
+
+/**
+ * How many commits Knowledge recorded for `path` and the paths of `versions` are not on
+ * the branch (it was reset, or .git replaced by an older copy): their
+ * versions are missing from the history, which should say so rather than
+ * look complete [GIT-17]. Commits the history lists are on the branch; each
+ * other is asked of Git (`merge-base --is-ancestor`: a commit the repository
+ * no longer has is not on it). The common case asks nothing.
+ */
+async function offBranchCommits(runner: GitRunner, repo: Repo, db: DB, path: string, versions: readonly SegmentVersion[]): Promise<number> {
+  const listed = new Set(versions.map((v) => v.commit));
+  const others = recordedCommits(db, [path, ...versions.map((v) => v.path)]).filter((c) => !listed.has(c));
+  let off = 0;
+  for (const commit of others.slice(0, MAX_OFF_BRANCH_CHECKS)) {
+    const r = await runner.run(['merge-base', '--is-ancestor', commit, repo.head!], { cwd: repo.vault, env: repo.env });
+    if (r.code !== 0 && !r.timedOut) off++;
+  }
+  return off;
+}
 
 /**
  * The versions `git log --follow` lists for `path` from commit `from`, newest
@@ -319,5 +358,7 @@ export function mergeHistories(histories: readonly RecordHistory[]): RecordHisto
       return true;
     })
     .sort((a, b) => (a.date < b.date ? 1 : a.date > b.date ? -1 : 0));
-  return { ...histories[0]!, versions, queued: histories.reduce((n, h) => n + h.queued, 0) };
+  const offBranch = histories.reduce((n, h) => n + (h.offBranch ?? 0), 0);
+  const { offBranch: _first, ...first } = histories[0]!;
+  return { ...first, versions, queued: histories.reduce((n, h) => n + h.queued, 0), ...(offBranch > 0 ? { offBranch } : {}) };
 }

@@ -187,6 +187,12 @@ export interface RecordHistory {
   versions: RecordVersion[];
   /** Versions of this record queued in the outbox and not committed yet [GIT-14]. */
   queued: number;
+  /**
+   * Commits Knowledge recorded for this record's paths that are not on the
+   * branch (reset, or .git replaced or deleted): versions missing from the
+   * list. Absent when none; `knowledge verify` names them.
+   */
+  offBranch?: number;
   git: HistoryGit;
 }
 

@@ -59,6 +59,9 @@ function historyPanel(id, title, loaded = null) {
     if (hist.queued > 0) {
       notes.push(h('p', { class: 'note warn' }, `${hist.queued} newer version${hist.queued === 1 ? ' is' : 's are'} waiting for a checkpoint. `, h('a', { href: '#/activity?show=issues' }, 'See Activity & issues'), '.'));
     }
+    if (hist.offBranch) {
+      notes.push(h('p', { class: 'note warn' }, `${hist.offBranch} commit${hist.offBranch === 1 ? '' : 's'} Knowledge made of this record's file ${hist.offBranch === 1 ? 'is' : 'are'} not on the branch (was it reset, or .git replaced?); `, h('code', {}, 'knowledge verify'), ' names them.'));
+    }
     if (hist.versions.length === 0) return h('div', {}, notes, emptyBox('No committed versions yet.'));
     const name = `v-${Math.random().toString(36).slice(2)}`;
     const compare = h('button', { type: 'button', class: 'button primary' }, 'Compare selected versions');
