@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GitRunner, classifyGitFailure } from './runner.js';
+import { spawn } from 'node:child_process';
+import { GitRunner, KILL_GRACE_MS, classifyGitFailure, killGroup } from './runner.js';
 import { makeSandbox, userRepo, type GitSandbox } from './test-sandbox.js';
 
 let sb: GitSandbox | undefined;
@@ -112,6 +113,35 @@ describe('GitRunner', () => {
     expect(r.code).not.toBe(0);
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(classifyGitFailure(r.stderr, r.timedOut).code).toBe('timeout');
+  });
+
+  it('a git killed for its timeout inside a ref transaction leaves no lock behind (SIGTERM first: git removes its locks)', async () => {
+    sb = makeSandbox();
+    const vault = userRepo(sb);
+    const runner = new GitRunner();
+    const head = (await runner.run(['rev-parse', 'HEAD'], { cwd: vault })).stdout.toString().trim();
+    const cmd = runner.command(['update-ref', '--stdin']);
+    const child = spawn(cmd.file, cmd.argv, { cwd: vault, env: cmd.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    let out = '';
+    const prepared = new Promise<void>((ok) => child.stdout!.on('data', (b: Buffer) => { out += b; if (out.includes('prepare: ok')) ok(); }));
+    child.stdin!.write(`start\nupdate refs/heads/main ${head} ${head}\nupdate refs/knowledge/checkpoint ${head}\nprepare\n`);
+    await prepared;
+    const locks = [join(vault, '.git', 'refs', 'heads', 'main.lock'), join(vault, '.git', 'refs', 'knowledge', 'checkpoint.lock')];
+    for (const l of locks) expect(existsSync(l), l).toBe(true);
+    const ended = new Promise<NodeJS.Signals | null>((done) => child.on('exit', (_c, sig) => done(sig)));
+    killGroup(child);
+    expect(await ended).toBe('SIGTERM');
+    for (const l of locks) expect(existsSync(l), `${l} left behind`).toBe(false);
+  });
+
+  it('a process that ignores SIGTERM is killed after the grace period', async () => {
+    const child = spawn('/bin/sh', ['-c', 'trap "" TERM; echo ready; sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'], detached: true });
+    await new Promise<void>((ok) => child.stdout!.once('data', () => ok()));
+    const t0 = Date.now();
+    const ended = new Promise<NodeJS.Signals | null>((done) => child.on('exit', (_c, sig) => done(sig)));
+    killGroup(child);
+    expect(await ended).toBe('SIGKILL');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(KILL_GRACE_MS - 50);
   });
 });
 

@@ -306,17 +306,35 @@ export class GitRunner {
   }
 }
 
+/** How long a git sent SIGTERM (a timeout) has to clean up and exit before it is sent SIGKILL. */
+export const KILL_GRACE_MS = 2000;
+
+/**
+ * End a git that passed its timeout, with anything it started: SIGTERM to its
+ * process group first, which git answers by removing the lock files it holds
+ * (a ref's `.lock` during an update-ref transaction, say) and exiting; SIGKILL
+ * after {@link KILL_GRACE_MS} if it has not exited by then. A plain SIGKILL
+ * left those locks behind — `refs/heads/main.lock` with no git running — and
+ * every later checkpoint waited on a lock nobody would remove.
+ */
 export function killGroup(child: ReturnType<typeof spawn>): void {
   if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
+  const send = (signal: NodeJS.Signals) => {
     try {
-      child.kill('SIGKILL');
+      process.kill(-child.pid!, signal);
     } catch {
-      /* already gone */
+      try {
+        child.kill(signal);
+      } catch {
+        /* already gone */
+      }
     }
-  }
+  };
+  send('SIGTERM');
+  const hard = setTimeout(() => {
+    if (child.exitCode === null && child.signalCode === null) send('SIGKILL');
+  }, KILL_GRACE_MS);
+  child.once('exit', () => clearTimeout(hard));
 }
 
 function signalNumber(signal: NodeJS.Signals): number {
