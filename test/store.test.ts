@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
@@ -392,6 +392,32 @@ describe('[LAY-2] registry settings: --read-only', () => {
     expect(JSON.parse(init.stdout)).toMatchObject({ created: false, writesEnabled: false });
     writeFileSync(join(sb.dir, 'a.md'), page);
     expect(cli(sb, ['publish', '--store', 'real/st', 'a.md']).stderr).toMatch(/^E_READ_ONLY: /);
+  });
+});
+
+describe('[LAY-2] read-only at every path of a vault id, whichever entry says so', () => {
+  it('a store registered writable at its real path and then set read-only at a linked path refuses writes at both, as does a copy', () => {
+    mkdirSync(join(sb.dir, 'real'));
+    symlinkSync(join(sb.dir, 'real'), join(sb.dir, 'link'));
+    expect(cli(sb, ['init', 'real/st']).code).toBe(0);
+    expect(cli(sb, ['init', 'link/st']).code).toBe(0);
+    const file = join(sb.home, '.knowledge', 'registry.json');
+    const reg = JSON.parse(readFileSync(file, 'utf8')) as { stores: Record<string, { writesEnabled: boolean }> };
+    expect(Object.keys(reg.stores)).toEqual(expect.arrayContaining([join(sb.dir, 'real', 'st'), join(sb.dir, 'link', 'st')]));
+    cpSync(join(sb.dir, 'real', 'st'), join(sb.dir, 'copy'), { recursive: true });
+    expect(cli(sb, ['init', 'copy']).code).toBe(0);
+    reg.stores = JSON.parse(readFileSync(file, 'utf8')).stores;
+    reg.stores[join(sb.dir, 'link', 'st')]!.writesEnabled = false;
+    writeFileSync(file, JSON.stringify(reg));
+    writeFileSync(join(sb.dir, 'a.md'), page);
+    for (const at of ['link/st', 'real/st', 'copy']) {
+      const r = cli(sb, ['publish', '--store', at, 'a.md']);
+      expect(r.stderr, at).toMatch(/^E_READ_ONLY: /);
+      // Another path's entry is named (this path's own is where the message says to look).
+      if (at !== 'link/st') expect(r.stderr, at).toContain(`under ${JSON.stringify(join(sb.dir, 'link', 'st'))}: the same store`);
+    }
+    expect(existsSync(join(sb.dir, 'real/st/vault/private'))).toBe(false);
+    expect(existsSync(join(sb.dir, 'copy/vault/private'))).toBe(false);
   });
 });
 

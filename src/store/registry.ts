@@ -120,9 +120,11 @@ export class Registry {
     }
     const at = (key: string | undefined) => (key !== undefined && stores[key] ? { key, settings: stores[key] } : undefined);
     const direct = at(resolve(storeRoot)) ?? at(real);
-    if (direct && (direct.settings.vaultId === vaultId || !direct.settings.writesEnabled)) return direct;
+    // Read-only wherever any entry says so: this path's own, or another path's of the same vault id (the store moved,
+    // reached through a symbolic link, or copied). Writable only when every entry of the vault id is.
+    if (direct && !direct.settings.writesEnabled) return direct;
     const same = Object.keys(stores).filter((k) => stores[k]!.vaultId === vaultId).map((k) => at(k)!);
-    return same.find((e) => !e.settings.writesEnabled) ?? direct ?? same[0];
+    return same.find((e) => !e.settings.writesEnabled) ?? (direct?.settings.vaultId === vaultId ? direct : undefined) ?? direct ?? same[0];
   }
 
   put(storeRoot: string, settings: StoreSettings): void {
