@@ -13,7 +13,7 @@ import { actorBadge } from './record.js';
 
 /** What a person can do about each pending reason (the reason itself says what Git found). */
 const HINTS = {
-  locked: 'A Git lock file is in the way. If no git command is running, the lock is stale: delete the file named above yourself (Knowledge never removes locks), then press Retry.',
+  locked: 'A Git lock file is in the way. If no git command is running, the lock is stale: delete the file named above yourself (Knowledge never removes a lock another program left), then press Retry.',
   'detached-head': 'The vault repository is on a detached HEAD. Check out a branch (git -C <vault> switch main), then press Retry.',
   'unborn-branch': 'The current branch has no commit and cannot be used as is. Check out a branch with history, then press Retry.',
   'linked-worktree': 'The vault is a linked worktree or uses a separate git dir; Knowledge only commits to a repository whose .git folder is inside the vault.',
