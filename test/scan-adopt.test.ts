@@ -249,3 +249,86 @@ describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not kno
     expect(all.diagnostics).toEqual([]);
   });
 });
+
+describe('[PUB-2, ATT-2, GIT-9] Knowledge\'s own unfinished work is not adopted: recovery or resume finishes it', () => {
+  const vault = () => join(sb.dir, 'st', 'vault');
+  const scanSt = (run = (args: string[]) => cli(sb, args)) => json(run(['scan', '--store', 'st', '--json']));
+  const unadopted = (r: { diagnostics: Array<{ code: string }> }) => r.diagnostics.filter((d) => d.code === 'unadopted-source');
+
+  it('an attachment killed before its acknowledgement: a scan leaves its source to it, and resume commits the original', () => {
+    write('f.txt', 'some notes\n');
+    const killed = cli(sb, ['attach', '--store', 'st', 'f.txt', '--json'], { env: { KNOWLEDGE_CRASH_AT: 'attach-before-acknowledge' } });
+    expect(killed.code, killed.stderr).toBeNull();
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'), { readonly: true });
+    const attId = db.prepare('SELECT attachment_id FROM attachments').pluck().get() as string;
+    db.close();
+
+    const r = scanSt();
+    expect(r.adopted).toBeUndefined();
+    expect(unadopted(r)).toEqual([{ path: expect.stringMatching(/^private\/evidence\/[0-9a-f]{2}\/src-[0-9a-f]{24}\.yaml$/), code: 'unadopted-source',
+      reason: `not adopted as a source of private: attachment ${attId} installed it and is not finished: \`knowledge resume ${attId}\` finishes it` }]);
+    expect(sources('st')).toEqual([]);
+
+    const done = json(cli(sb, ['resume', '--store', 'st', attId, '--json']));
+    expect(done).toMatchObject({ newSource: true, inHistory: true, git: { state: 'committed' } });
+    // Its commit holds the original, exactly [GIT-9]; nothing of the source is left out of history.
+    expect(userGit(sb, vault(), ['rev-parse', `${done.git.commit}:${done.path}`]).trim()).toBe(userGit(sb, vault(), ['hash-object', join(vault(), done.path)]).trim());
+    expect(userGit(sb, vault(), ['status', '--porcelain', '--', 'private/evidence'])).toBe('');
+    expect(JSON.parse(sources('st')[0]!.attributions as string)).toEqual([expect.objectContaining({ attachmentId: attId })]);
+    // The diagnostic goes with the next scan.
+    expect(unadopted(scanSt())).toEqual([]);
+  });
+
+  it(`a publication killed after its install whose recovery fails: a scan leaves its source to it, and the retry completes ${UNPRIVILEGED_NOTE}`, () => {
+    write('ev.txt', 'ev bytes\n');
+    const rid = '55555555-5555-4555-8555-555555555555';
+    const args = ['publish', '--store', 'st', '--request-id', rid, '--evidence', 'ev.txt', write('c.md', claimMd('C')), '--json'];
+    const killed = cli(sb, args, { env: { KNOWLEDGE_CRASH_AT: 'after-install' } });
+    expect(killed.code, killed.stderr).toBeNull();
+    const run = unprivilegedCli(sb, 'a publication whose recovery fails');
+    if (!run) return;
+    // Its record's file gone and its folder not writable: the recovery of every writer's open fails (EACCES), the
+    // publication stays journaled, its evidence installed.
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'), { readonly: true });
+    const pubId = db.prepare('SELECT publication_id FROM publications').pluck().get() as string;
+    const recordPath = db.prepare("SELECT path FROM journal_files WHERE path LIKE 'private/claims/%'").pluck().get() as string;
+    db.close();
+    rmSync(join(vault(), recordPath));
+    const folder = join(vault(), recordPath, '..');
+    chmodSync(folder, 0o555);
+    try {
+      const r = scanSt(run);
+      expect(r.adopted).toBeUndefined();
+      expect(unadopted(r)).toEqual([{ path: expect.stringMatching(/^private\/evidence\//), code: 'unadopted-source',
+        reason: `not adopted as a source of private: publication ${pubId} retains it and is not finished: \`knowledge resume ${pubId}\` finishes it` }]);
+      expect(sources('st')).toEqual([]);
+    } finally {
+      chmodSync(folder, 0o777);
+    }
+    const done = json(run(args));
+    expect(done.publicationId).toBe(pubId); // acknowledged (its commit waits: the repository is root's, dubious to this user)
+    expect(JSON.parse(sources('st')[0]!.attributions as string)).toEqual([expect.objectContaining({ publicationId: pubId })]);
+    expect(unadopted(scanSt(run))).toEqual([]);
+  });
+
+  it('a publication whose new source was recorded meanwhile (adopted by a scan before adoption left it alone) completes as one more attribution', () => {
+    write('ev.txt', 'ev bytes\n');
+    const rid = '66666666-6666-4666-8666-666666666666';
+    const args = ['publish', '--store', 'st', '--request-id', rid, '--evidence', 'ev.txt', write('c.md', claimMd('C')), '--json'];
+    expect(cli(sb, args, { env: { KNOWLEDGE_CRASH_AT: 'after-install' } }).code).toBeNull();
+    // The row an adopting scan made of the installed files (as a Knowledge before this fix did, with the recovery failing).
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    const plan = JSON.parse(db.prepare('SELECT plan FROM publications').pluck().get() as string) as { sources: Array<Record<string, unknown>> };
+    const s = plan.sources[0]!;
+    db.prepare(`INSERT INTO sources(partition, source_id, sha256, size, media_type, path, descriptor_path, in_history, attributions, created_at, descriptor)
+      VALUES ('private', ?, ?, ?, ?, ?, ?, 1, ?, '2026-01-01T00:00:00.000Z', NULL)`)
+      .run(s.sourceId, s.sha256, s.size, s.mediaType, s.path, s.descriptorPath, JSON.stringify([{ attribution: '', scanId: 'scan-x', at: '2026-01-01T00:00:00.000Z' }]));
+    db.close();
+    const done = json(cli(sb, args));
+    expect(done.git.state).toBe('committed');
+    expect(JSON.parse(sources('st')[0]!.attributions as string)).toEqual([
+      { attribution: '', scanId: 'scan-x', at: '2026-01-01T00:00:00.000Z' },
+      expect.objectContaining({ publicationId: done.publicationId }),
+    ]);
+  });
+});

@@ -34,7 +34,7 @@ import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
 import { crashPoint } from '../faults.js';
 import { sha256Hex } from '../records/record.js';
-import { hashFile, partPath, readHead, removeQuietly, settleLength, uploadsDir } from './partial.js';
+import { hashFile, installedUploads, partPath, readHead, removeQuietly, settleLength, uploadsDir } from './partial.js';
 import { takeDigest } from './running-digest.js';
 import { loadAttachment, noteFailure, resetUpload, type AttachmentRow } from './upload.js';
 import { ioError } from './io-error.js';
@@ -193,10 +193,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
  * A refused or unfinished upload still has its partial file; an empty one never had one, so never counts.
  */
 function installedByAnother(store: Store, row: AttachmentRow): boolean {
-  const others = store.db.prepare(
-    "SELECT attachment_id FROM attachments WHERE partition = ? AND sha256 = ? AND state = 'receiving' AND attachment_id <> ? AND size > 0 AND received = size",
-  ).pluck().all(row.partition, row.sha256, row.attachment_id) as string[];
-  return others.some((id) => !existsSync(partPath(store, id)));
+  return installedUploads(store, row.partition, row.sha256).some((id) => id !== row.attachment_id);
 }
 
 /** A zero-byte upload never wrote a chunk: its partial file is simply empty. */

@@ -24,6 +24,18 @@ export function partPath(store: Store, attachmentId: string): string {
   return join(uploadsDir(store), `${attachmentId}.part`);
 }
 
+/**
+ * Uploads of a partition cut short after their install, whose bytes are `sha256`: every byte received and the
+ * partial file renamed away (into the source's path; completing the same request finishes it). A refused or
+ * unfinished upload still has its partial file; an empty one never had one, so never counts. Their ids.
+ */
+export function installedUploads(store: Store, partition: string, sha256: string): string[] {
+  const ids = store.db.prepare(
+    "SELECT attachment_id FROM attachments WHERE partition = ? AND sha256 = ? AND state = 'receiving' AND size > 0 AND received = size ORDER BY created_at",
+  ).pluck().all(partition, sha256) as string[];
+  return ids.filter((id) => !existsSync(partPath(store, id)));
+}
+
 /** The partial file holds fewer bytes than were committed: the upload cannot continue from here. */
 export function lostBytes(attachmentId: string, committed: number, found: number | null): KnowledgeError {
   return new KnowledgeError(

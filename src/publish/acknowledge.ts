@@ -73,13 +73,15 @@ export function acknowledge(store: Store, planned: PlannedPublication): number {
     }
     for (const s of plan.sources) {
       const attributions = [s.attribution, ...(s.moreAttributions ?? [])].map((a) => ({ attribution: a, publicationId: plan.publicationId, at: plan.createdAt }));
-      if (s.isNew) {
+      // A new source found recorded meanwhile (another request with the same bytes, acknowledged after this one was
+      // installed; or adopted by a scan): one more attribution, as for bytes that were a source when planned.
+      const cur = getAttributions.get(plan.partition, s.sourceId) as { attributions: string } | undefined;
+      if (cur === undefined) {
         insertSource({
           partition: plan.partition, sourceId: s.sourceId, sha256: s.sha256, size: s.size, mediaType: s.mediaType, path: s.path,
           descriptorPath: s.descriptorPath, inHistory: s.inHistory, attributions, createdAt: plan.createdAt, descriptor: bytes.get(s.descriptorPath) ?? null,
         });
       } else {
-        const cur = getAttributions.get(plan.partition, s.sourceId) as { attributions: string };
         setAttributions.run(JSON.stringify([...JSON.parse(cur.attributions), ...attributions]), plan.partition, s.sourceId);
       }
     }

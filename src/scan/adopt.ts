@@ -25,6 +25,8 @@
 import { lstatSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import type { DB } from '../store/db.js';
+import type { Store } from '../store/store.js';
+import { installedUploads } from '../attach/partial.js';
 import { partitionOfPath, type PartitionId } from '../store/layout.js';
 import { vaultEntry } from '../fsutil.js';
 import { yaml } from '../yaml-lazy.js';
@@ -58,9 +60,10 @@ export function isDescriptorPath(path: string): boolean {
  * nothing in a partition it may not scan). Null when there is none.
  */
 export async function planAdoptions(
-  db: DB, vault: string, scanId: string, partitions: readonly PartitionId[], read: ReadonlyArray<{ path: string }>,
+  store: Store, scanId: string, partitions: readonly PartitionId[], read: ReadonlyArray<{ path: string }>,
   progress?: (done: number, of: number) => void,
 ): Promise<Adoption | null> {
+  const db = store.db;
   const known = db.prepare('SELECT 1 FROM sources WHERE partition = ? AND source_id = ?').pluck();
   const candidates = new Set<string>();
   const consider = (path: string) => {
@@ -87,7 +90,7 @@ export async function planAdoptions(
     if (i > 0) await yieldToSignals();
     let verdict: ReturnType<typeof adoptable>;
     try {
-      verdict = adoptable(vault, path, scanId);
+      verdict = adoptable(store, path, scanId);
     } catch (err) {
       // A permission or I/O error on the original: reported, never the end of the scan [SCAN-2].
       verdict = { reason: `its retained original cannot be read: ${err instanceof Error ? err.message : String(err)}` };
@@ -102,8 +105,26 @@ export async function planAdoptions(
   return out;
 }
 
+/**
+ * Knowledge's own unfinished work on a source: a publication journaled and not acknowledged that retains it
+ * (its journal holds the descriptor), or an attachment of its bytes cut short after its install. Its files are
+ * that request's, finished by recovery or `knowledge resume`, never taken over by a scan: adopted, the
+ * publication could not record its new source, and the attachment would become one more attribution of a source
+ * whose original no checkpoint carried [GIT-9]. Why, or null.
+ */
+function unfinishedWork(store: Store, path: string, sha256: string): string | null {
+  const pub = store.db.prepare(
+    "SELECT j.publication_id FROM journal_files j JOIN publications p USING (publication_id) WHERE j.path = ? AND p.status = 'journaled' ORDER BY p.created_at LIMIT 1",
+  ).pluck().get(path) as string | undefined;
+  if (pub !== undefined) return `publication ${pub} retains it and is not finished: \`knowledge resume ${pub}\` finishes it`;
+  const att = installedUploads(store, partitionOfPath(path)!, sha256)[0];
+  if (att !== undefined) return `attachment ${att} installed it and is not finished: \`knowledge resume ${att}\` finishes it`;
+  return null;
+}
+
 /** The source a descriptor stands for, why it is not adopted, or null for a descriptor gone meanwhile. */
-function adoptable(vault: string, path: string, scanId: string): NewSource | { reason: string } | null {
+function adoptable(store: Store, path: string, scanId: string): NewSource | { reason: string } | null {
+  const vault = store.paths.vault;
   const m = DESCRIPTOR_RE.exec(path)!;
   const sourceId = m[2]!;
   const dir = path.slice(0, -'.yaml'.length);
@@ -119,6 +140,8 @@ function adoptable(vault: string, path: string, scanId: string): NewSource | { r
   const problem = descriptorProblem(d, sourceId, dir);
   if (problem !== null) return { reason: `its descriptor ${problem}; fix it or move it away, then scan again` };
   const desc = d as { sha256: string; size: number; media_type: string; retained_path: string; attribution: string; retained_at: string; in_history: boolean };
+  const busy = unfinishedWork(store, path, desc.sha256);
+  if (busy !== null) return { reason: busy };
   const rp = desc.retained_path;
   const moveAway = 'put the original back and scan again (or move the descriptor away)';
   const there = vaultEntry(vault, rp, { hash: false });

@@ -138,7 +138,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
   const plan = planScan(seen.read, seen.missing);
   // Sources on disk that the store does not know (a vault cloned or restored without its state): their
   // originals are hashed here, outside the applying transaction, and recorded in it (adopt.ts).
-  const adoption = await planAdoptions(db, store.paths.vault, scanId, partitions, seen.read, (done, of) => {
+  const adoption = await planAdoptions(store, scanId, partitions, seen.read, (done, of) => {
     progress.phase = 'adopt';
     progress.adopting = { done, of };
     opts.onProgress?.(progress);
