@@ -332,3 +332,82 @@ describe('[PUB-2, ATT-2, GIT-9] Knowledge\'s own unfinished work is not adopted:
     ]);
   });
 });
+
+describe('[GIT-9] an adopted source\'s original is in history, and the commit named for it holds it', () => {
+  /** A second store, not a clone: `kb3`, with a note scanned so its branch exists. */
+  function freshStore(): string {
+    expect(cli(sb, ['init', 'kb3']).code).toBe(0);
+    const vault3 = join(sb.dir, 'kb3', 'vault');
+    mkdirSync(join(vault3, 'private'), { recursive: true });
+    writeFileSync(join(vault3, 'private', 'n.md'), '# note\n');
+    expect(json(cli(sb, ['scan', '--store', 'kb3', '--json'])).git.state).toBe('committed');
+    return vault3;
+  }
+  const holds = (vault: string, commit: string, path: string) =>
+    expect(userGit(sb, vault, ['rev-parse', `${commit}:${path}`]).trim()).toBe(userGit(sb, vault, ['hash-object', join(vault, path)]).trim());
+
+  it('a source folder copied there by hand (the E_CONFLICT remedy): the adopting scan commits its descriptor and original', () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    const vault3 = freshStore();
+    mkdirSync(join(vault3, c.path, '..'), { recursive: true });
+    copyFileSync(join(sb.dir, 'st', 'vault', c.descriptorPath), join(vault3, c.descriptorPath));
+    copyFileSync(join(sb.dir, 'st', 'vault', c.path), join(vault3, c.path));
+
+    const r = json(cli(sb, ['scan', '--store', 'kb3', '--json']));
+    expect(r.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    expect(r.git.state).toBe('committed');
+    holds(vault3, r.git.commit, c.descriptorPath);
+    holds(vault3, r.git.commit, c.path);
+    expect(userGit(sb, vault3, ['log', '-1', '--format=%s', r.git.commit]).trim()).toBe('External edits in private: 1 added, 1 adopted');
+    expect(userGit(sb, vault3, ['status', '--porcelain', '--', 'private/evidence'])).toBe('');
+    // The same bytes published, then attached: that source, and commits that hold its original.
+    const p = json(cli(sb, ['publish', '--store', 'kb3', '--evidence', 'ev.txt', write('other.md', claimMd('Other')), '--json']));
+    expect(p.evidence[0]).toMatchObject({ sourceId: c.sourceId, inHistory: true });
+    holds(vault3, p.git.commit, c.path);
+    const att = json(cli(sb, ['attach', '--store', 'kb3', '--root', sb.dir, 'ev.txt', '--json']));
+    expect(att).toMatchObject({ newSource: false, git: { state: 'committed', commit: r.git.commit } });
+  });
+
+  it('a descriptor committed alone before its original came: the scan that adopts it commits the original, and an attachment names that commit', () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    const vault3 = freshStore();
+    mkdirSync(join(vault3, c.path, '..'), { recursive: true });
+    copyFileSync(join(sb.dir, 'st', 'vault', c.descriptorPath), join(vault3, c.descriptorPath));
+    const first = json(cli(sb, ['scan', '--store', 'kb3', '--json']));
+    expect(first.added).toEqual([c.descriptorPath]);
+    expect(first.diagnostics.map((d: { code: string }) => d.code)).toContain('unadopted-source');
+
+    copyFileSync(join(sb.dir, 'st', 'vault', c.path), join(vault3, c.path));
+    const r = json(cli(sb, ['scan', '--store', 'kb3', '--json']));
+    expect(r).toMatchObject({ added: [], adopted: [{ sourceId: c.sourceId, path: c.path }], git: { state: 'committed' } });
+    expect(r.diagnostics.filter((d: { code: string }) => d.code === 'unadopted-source')).toEqual([]);
+    holds(vault3, r.git.commit, c.path);
+    expect(userGit(sb, vault3, ['log', '-1', '--format=%s', r.git.commit]).trim()).toBe('External edits in private: 1 adopted');
+    const att = json(cli(sb, ['attach', '--store', 'kb3', '--root', sb.dir, 'ev.txt', '--json']));
+    expect(att).toMatchObject({ newSource: false, git: { state: 'committed', commit: r.git.commit } });
+  });
+
+  it('a clone adopted while an earlier checkpoint waits (a stale branch lock): an attachment of the same bytes names the commit that holds them', () => {
+    write('ev.txt', 'evidence text\n');
+    const c = published('Sky', 'ev.txt');
+    const vault2 = cloneStore();
+    renameSync(join(vault2, c.path), join(sb.dir, 'saved'));
+    expect(scan().diagnostics.map((d: { code: string }) => d.code)).toContain('unadopted-source');
+    const lock = join(vault2, '.git', 'refs', 'heads', 'main.lock');
+    writeFileSync(lock, '');
+    writeFileSync(join(vault2, 'private', 'n.md'), '# note\n');
+    expect(scan().git.state).toBe('pending');
+    renameSync(join(sb.dir, 'saved'), join(vault2, c.path));
+    expect(scan().adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    rmSync(lock);
+
+    const att = json(cli(sb, ['attach', '--store', 'kb2', '--root', sb.dir, 'ev.txt', '--json']));
+    expect(att.newSource).toBe(false);
+    expect(att.git.state).toBe('committed');
+    expect(att.git.commit).toMatch(/^[0-9a-f]{40}$/);
+    holds(vault2, att.git.commit, c.path);
+    expect(json(cli(sb, ['receipt', '--store', 'kb2', att.attachmentId, '--json'])).git).toEqual(att.git);
+  });
+});

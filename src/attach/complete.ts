@@ -217,9 +217,13 @@ function removeDurably(path: string): void {
   fsyncDir(dirname(path));
 }
 
-/** The batch that first put this source's descriptor in the outbox: where its bytes are in history. */
-function firstRetention(store: Store, descriptorPath: string): number | null {
-  const r = store.db.prepare('SELECT MIN(batch_id) AS b FROM batch_files WHERE path = ?').get(descriptorPath) as { b: number | null };
+/**
+ * The batch that first put this source in the outbox: where its bytes are in history. By its original's path for
+ * one in history (a descriptor may have been committed alone before: by a scan that did not adopt it yet), else
+ * by its descriptor's.
+ */
+function firstRetention(store: Store, s: PlannedSource): number | null {
+  const r = store.db.prepare('SELECT MIN(batch_id) AS b FROM batch_files WHERE path = ?').get(s.inHistory ? s.path : s.descriptorPath) as { b: number | null };
   return r.b;
 }
 
@@ -246,7 +250,7 @@ function acknowledge(store: Store, row: AttachmentRow, s: PlannedSource, files: 
       if (src) {
         db.prepare('UPDATE sources SET attributions = ? WHERE partition = ? AND source_id = ?')
           .run(JSON.stringify([...JSON.parse(src.attributions), attribution]), row.partition, s.sourceId);
-        batchId = firstRetention(store, s.descriptorPath);
+        batchId = firstRetention(store, s);
       } else {
         if (!files) throw new KnowledgeError('E_INTERNAL', `attachment ${row.attachment_id}: source ${s.sourceId} vanished before acknowledgement`);
         sourceInserter(db)({

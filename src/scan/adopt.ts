@@ -32,6 +32,12 @@ import { vaultEntry } from '../fsutil.js';
 import { yaml } from '../yaml-lazy.js';
 import { SOURCE_FORMAT, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
 import { readStable } from './read.js';
+import type { GitRunner } from '../git/runner.js';
+import type { BatchChange } from '../git/types.js';
+import { peekBranchTip } from '../git/inspect.js';
+import { readTreeEntries } from '../git/index-sync.js';
+import { blobId } from '../git/commit-stream.js';
+import { HISTORY_SIZE_LIMIT } from '../evidence/media.js';
 import type { ScanDiagnostic } from './types.js';
 import { yieldToSignals } from '../interrupt.js';
 
@@ -45,7 +51,14 @@ export interface Adoption {
   sources: NewSource[];
   /** Descriptors not adopted, and why. */
   diagnostics: ScanDiagnostic[];
+  /** By descriptor path: the branch tip that holds a source's files exactly, as the scan found it (placeAdoptions). */
+  held: Map<string, string>;
+  /** By descriptor path: the files of a source the branch does not hold, which the scan's checkpoint carries (placeAdoptions). */
+  carry: Map<string, BatchChange[]>;
 }
+
+/** What one scan's checkpoint carries of adopted sources at most (their originals' bytes wait in memory until it is queued). */
+export const CARRY_MAX_BYTES = 256 * 1024 * 1024;
 
 /** Whether a vault-relative path is where a source's descriptor lies. */
 export function isDescriptorPath(path: string): boolean {
@@ -82,7 +95,7 @@ export async function planAdoptions(
     }
   }
   if (candidates.size === 0 && looked.length === 0) return null;
-  const out: Adoption = { looked: [...new Set([...looked, ...candidates])].sort(), sources: [], diagnostics: [] };
+  const out: Adoption = { looked: [...new Set([...looked, ...candidates])].sort(), sources: [], diagnostics: [], held: new Map(), carry: new Map() };
   const todo = [...candidates].sort();
   for (const [i, path] of todo.entries()) {
     // Each original is read whole (a clone's may be many, and large): the bar says how far, and Ctrl-C stops between two.
@@ -188,21 +201,84 @@ function descriptorProblem(d: unknown, sourceId: string, dir: string): string | 
   if (typeof o.attribution !== 'string') return 'has no attribution';
   if (typeof o.retained_at !== 'string' || Number.isNaN(Date.parse(o.retained_at))) return 'has no valid retained_at';
   if (typeof o.in_history !== 'boolean') return 'has no in_history';
+  if (o.in_history && o.size >= HISTORY_SIZE_LIMIT) return 'says in_history for an original of 100 MiB or more, which stays out of history [GIT-9]';
   return null;
+}
+
+/**
+ * Where the files of each adopted source are in history [GIT-9], decided
+ * before the scan's applying transaction: a source whose descriptor and (for
+ * one in history) original the branch tip holds exactly — a clone's, an older
+ * state's — is held by that tip, the commit an attachment of the same bytes
+ * then names (adopted_in_history); any other — copied there by hand, or the
+ * tip unknown (no repository yet, git not answering) — has its descriptor
+ * and original carried by the scan's own checkpoint, so the original a
+ * publication or an attachment would have committed is committed, exactly.
+ * The tip is read from the branch's ref even while an earlier checkpoint
+ * waits (a lock held, say): the commit it names holds the files whatever
+ * comes after. The original is read once more here, and only bytes that
+ * still hash to the source are compared or carried; one changed meanwhile is
+ * not adopted (a diagnostic: the next scan looks again). Carried originals
+ * wait in memory until the checkpoint is queued: past CARRY_MAX_BYTES,
+ * further sources are left to the next scan.
+ */
+export async function placeAdoptions(store: Store, runner: GitRunner, a: Adoption | null): Promise<void> {
+  if (a === null || a.sources.length === 0) return;
+  const vault = store.paths.vault;
+  const tip = await peekBranchTip(vault);
+  let entries: Map<string, { oid: string; mode: string }> | null = null;
+  if (tip !== null && (await runner.detect()).ok) {
+    const t = await readTreeEntries(runner, vault, tip, a.sources.flatMap((s) => (s.inHistory ? [s.descriptorPath, s.path] : [s.descriptorPath])));
+    if (t.ok) entries = t.entries;
+  }
+  const format = tip !== null && tip.length === 64 ? 'sha256' : 'sha1';
+  const holds = (path: string, bytes: Buffer) => {
+    const e = entries?.get(path);
+    return e !== undefined && (e.mode === '100644' || e.mode === '100755') && e.oid === blobId(bytes, format);
+  };
+  const kept: NewSource[] = [];
+  let carried = 0;
+  for (const [i, s] of a.sources.entries()) {
+    if (i > 0) await yieldToSignals();
+    const not = (why: string) => a.diagnostics.push({ path: s.descriptorPath, code: 'unadopted-source', reason: `not adopted as a source of ${s.partition}: ${why}` });
+    const descriptor = s.descriptor!;
+    let original: Buffer | null = null;
+    if (s.inHistory) {
+      const r = readStable(join(vault, s.path));
+      if (r.kind !== 'ok' || r.sha256 !== s.sha256) {
+        not(`its retained original ${s.path} changed while the scan read it; scan again`);
+        continue;
+      }
+      original = r.bytes;
+    }
+    if (tip !== null && holds(s.descriptorPath, descriptor) && (original === null || holds(s.path, original))) {
+      a.held.set(s.descriptorPath, tip);
+      kept.push(s);
+      continue;
+    }
+    const size = descriptor.length + (original?.length ?? 0);
+    if (carried > 0 && carried + size > CARRY_MAX_BYTES) {
+      not(`left to the next scan: this one's checkpoint already carries ${carried} bytes of the sources it adopted`);
+      continue;
+    }
+    carried += size;
+    a.carry.set(s.descriptorPath, [{ path: s.descriptorPath, bytes: descriptor }, ...(original === null ? [] : [{ path: s.path, bytes: original }])]);
+    kept.push(s);
+  }
+  a.sources = kept;
 }
 
 /**
  * Record what planAdoptions found, in the scan's applying transaction: the
  * sources (with the row a publication makes), and the diagnostics of the
  * descriptors not adopted. Returns the partitions that gained sources, whose
- * references are then re-checked. `tip`: the branch tip this scan saw before
- * it read any file; `queued`: the paths this scan's own checkpoint carries. A
- * source whose descriptor that checkpoint does not carry was already in
- * history when the scan began (a clone's files, an older state's): `tip`
- * holds it, and is kept as the commit to name for it where no batch of this
- * store carried it (an attachment of the same bytes).
+ * references are then re-checked. A source the branch tip held when the scan
+ * began has that tip kept as the commit to name for it where no batch of this
+ * store carried it (an attachment of the same bytes); the others are carried
+ * by the scan's own checkpoint (placeAdoptions), found by their paths in its
+ * batch.
  */
-export function recordAdoption(db: DB, a: Adoption, tip: string | null, queued: ReadonlySet<string>): Set<string> {
+export function recordAdoption(db: DB, a: Adoption): Set<string> {
   const clear = db.prepare("DELETE FROM scan_diagnostics WHERE path = ? AND code = 'unadopted-source'");
   for (const path of a.looked) clear.run(path);
   const note = db.prepare("INSERT OR REPLACE INTO scan_diagnostics(path, partition, code, reason) VALUES (?, ?, 'unadopted-source', ?)");
@@ -214,7 +290,8 @@ export function recordAdoption(db: DB, a: Adoption, tip: string | null, queued: 
   for (const s of a.sources) {
     if (known.get(s.partition, s.sourceId) !== undefined) continue;
     insert(s);
-    if (tip !== null && !queued.has(s.descriptorPath)) inHistoryAt.run(tip, s.partition, s.sourceId);
+    const heldAt = a.held.get(s.descriptorPath);
+    if (heldAt !== undefined) inHistoryAt.run(heldAt, s.partition, s.sourceId);
     gained.add(s.partition);
   }
   return gained;

@@ -68,20 +68,26 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
   return db.transaction(() => {
     let batchId: number | null = null;
     const { write, remove } = committedPaths(plan);
-    if (!empty && a.queue !== false) {
+    const queueStaged = !empty && a.queue !== false;
+    // The files of adopted sources the branch does not hold (adopt.ts placeAdoptions), but a descriptor this
+    // checkpoint carries already as a file the scan read.
+    const staged = new Set(queueStaged ? write : []);
+    const carried = a.adoption ? [...a.adoption.carry.entries()] : [];
+    const carry = carried.flatMap(([, changes]) => changes).filter((c) => !staged.has(c.path));
+    if (queueStaged || carry.length > 0) {
       batchId = enqueueBatch(db, {
         kind: 'scan',
         refId: a.scanId,
         actor: 'external',
-        subject: subjectFor(plan, a.baselined),
+        subject: subjectFor(plan, a.baselined, carried.map(([descriptorPath]) => descriptorPath)),
         createdAt: a.createdAt,
-        changes: remove.map((path) => ({ path, bytes: null })),
+        changes: [...remove.map((path) => ({ path, bytes: null })), ...carry],
         observedTip: a.observedTip ?? null,
       });
       // The bytes we hashed are the bytes we commit [GIT-7]: the staged rows themselves, never re-read
       // (they stay in scan_staging until the checkpoint is recorded).
-      const queued = queueStagedFiles(db, batchId, a.scanId);
-      if (queued !== write.length) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId} staged ${queued} files but planned ${write.length}`);
+      const queued = queueStaged ? queueStagedFiles(db, batchId, a.scanId) : 0;
+      if (queueStaged && queued !== write.length) throw new KnowledgeError('E_INTERNAL', `scan ${a.scanId} staged ${queued} files but planned ${write.length}`);
     }
 
     // [SCAN-4] fingerprints of everything read, so the next scan need not read it.
@@ -131,9 +137,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     }, { bulk: write.length >= BULK_MIN_FILES && write.length >= (db.prepare('SELECT count(*) FROM records').pluck().get() as number) });
 
     // Sources found on disk, adopted before references are re-checked: a partition that gained some is re-checked whole.
-    // One whose descriptor this scan's own checkpoint does not carry is held by the tip the scan saw (its batch, if any,
-    // is found by the descriptor's path).
-    const adoptedIn = a.adoption ? recordAdoption(db, a.adoption, a.observedTip ?? null, batchId === null ? new Set() : new Set(write)) : new Set<string>();
+    const adoptedIn = a.adoption ? recordAdoption(db, a.adoption) : new Set<string>();
 
     // References: the whole partition after a baseline or a publication (sources, ids); else the edited
     // records, and when record ids changed standing, the records holding, linking to or parked under them.

@@ -131,16 +131,20 @@ export function isEmptyPlan(plan: ScanPlan): boolean {
 }
 
 const CHANGES = ['added', 'modified', 'renamed', 'deleted'] as const;
-const COUNT = `\\d+ (?:${CHANGES.join('|')})`;
+const COUNT = `\\d+ (?:${[...CHANGES, 'adopted'].join('|')})`;
 /** subjectFor's shape, read back: its lead words, the partitions it names, its counts. */
 const SUBJECT_RE = new RegExp(`^(Baseline of|External edits in) (.+?): (${COUNT}(?:, ${COUNT})*)$`);
 
-/** The checkpoint's commit subject: a baseline, or the counts of outside edits per partition. */
-export function subjectFor(plan: ScanPlan, baselined: readonly string[]): string {
+/**
+ * The checkpoint's commit subject: a baseline, or the counts of outside edits per partition; `adopted`: the
+ * descriptors of the sources found on disk whose files the checkpoint carries (scan/adopt.ts), counted last.
+ */
+export function subjectFor(plan: ScanPlan, baselined: readonly string[], adopted: readonly string[] = []): string {
   const parts: string[] = [];
   for (const change of CHANGES) if (plan[change].length) parts.push(`${plan[change].length} ${change}`);
+  if (adopted.length > 0) parts.push(`${adopted.length} adopted`);
   const touched = new Set<string>();
-  for (const p of [...plan.added, ...plan.modified, ...plan.deleted, ...plan.renamed.flatMap((r) => [r.from, r.to])]) {
+  for (const p of [...plan.added, ...plan.modified, ...plan.deleted, ...plan.renamed.flatMap((r) => [r.from, r.to]), ...adopted]) {
     touched.add(partitionOfPath(p) ?? 'vault');
   }
   const where = [...touched].sort().join(', ');

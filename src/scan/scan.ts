@@ -21,7 +21,7 @@ import { observe, type Observation } from './observe.js';
 import { committedPaths, isEmptyPlan, planScan, writeCount } from './plan.js';
 import { changesInBranchTip } from './in-history.js';
 import { applyScan, CHECK_AHEAD_MIN_FILES } from './apply.js';
-import { planAdoptions } from './adopt.js';
+import { placeAdoptions, planAdoptions } from './adopt.js';
 import { CheckAhead } from './check-ahead.js';
 import { deferCheckpoints } from '../store/wal-checkpoint.js';
 import { repositoryForCheckpoint } from '../git/checkpoint.js';
@@ -143,6 +143,7 @@ async function observeAndApply(store: Store, runner: GitRunner, opts: ScanOption
     progress.adopting = { done, of };
     opts.onProgress?.(progress);
   });
+  await placeAdoptions(store, runner, adoption);
   // A partition's baseline is the first scan that reads a file in it: a first scan of a partition whose
   // folder is missing, empty, or holds nothing it may read (a symbolic link, an unreadable or too large
   // file, one that kept changing) leaves it to a later one.
