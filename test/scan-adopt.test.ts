@@ -411,3 +411,20 @@ describe('[GIT-9] an adopted source\'s original is in history, and the commit na
     expect(json(cli(sb, ['receipt', '--store', 'kb2', att.attachmentId, '--json'])).git).toEqual(att.git);
   });
 });
+
+describe('[GIT-14] an attachment never says committed without a commit', () => {
+  it('a source an older Knowledge adopted with no commit recorded for it: an attachment of its bytes is pending, naming why', () => {
+    write('ev.txt', 'evidence text\n');
+    published('Sky', 'ev.txt');
+    cloneStore();
+    expect(scan().adopted).toHaveLength(1);
+    // As a scan before this fix left it when a checkpoint was waiting: no commit recorded for the adopted source.
+    const db = new Database(join(sb.dir, 'kb2', 'state.sqlite'));
+    db.prepare('DELETE FROM adopted_in_history').run();
+    db.close();
+    const att = json(cli(sb, ['attach', '--store', 'kb2', '--root', sb.dir, 'ev.txt', '--json']));
+    expect(att.newSource).toBe(false);
+    expect(att.git).toEqual({ state: 'pending', code: 'waiting', reason: expect.stringMatching(/^no checkpoint of this store carried its source/) });
+    expect(json(cli(sb, ['receipt', '--store', 'kb2', att.attachmentId, '--json'])).git).toEqual(att.git);
+  });
+});

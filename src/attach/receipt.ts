@@ -25,12 +25,18 @@ export function receiptOf(db: DB, row: AttachmentRow): AttachmentReceipt {
 /**
  * Where a completed attachment's bytes are in history: the batch that first carried its source's files, else (a
  * source adopted by a scan while the branch already held its files: scan/adopt.ts) the branch tip that scan saw.
+ * Never "committed" without a commit: a source no batch carried and no adopting scan found in the branch (one an
+ * older Knowledge adopted) names none.
  */
 function attachmentGit(db: DB, row: AttachmentRow): GitState {
   if (row.batch_id === null) {
     const at = db.prepare('SELECT h.commit_id FROM sources s JOIN adopted_in_history h USING (partition, source_id) WHERE s.partition = ? AND s.sha256 = ? LIMIT 1')
       .pluck().get(row.partition, row.sha256) as string | undefined;
     if (at !== undefined) return { state: 'committed', commit: at };
+    return {
+      state: 'pending', code: 'waiting',
+      reason: 'no checkpoint of this store carried its source, and no commit holding it was recorded when a scan adopted it (a Knowledge before this one did); its files are in the vault',
+    };
   }
   return batchGitState(db, row.batch_id);
 }
