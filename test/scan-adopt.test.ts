@@ -11,6 +11,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { cli, makeSandbox, unprivilegedCli, UNPRIVILEGED_NOTE, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
@@ -426,5 +427,40 @@ describe('[GIT-14] an attachment never says committed without a commit', () => {
     expect(att.newSource).toBe(false);
     expect(att.git).toEqual({ state: 'pending', code: 'waiting', reason: expect.stringMatching(/^no checkpoint of this store carried its source/) });
     expect(json(cli(sb, ['receipt', '--store', 'kb2', att.attachmentId, '--json'])).git).toEqual(att.git);
+  });
+});
+
+describe('[PUB-1] adoption refuses what a publication or an attachment would refuse', () => {
+  /** A source of `bytes` laid in the first store's vault by hand, its original named `name`, its descriptor saying `mediaType`. */
+  function handMade(name: string, mediaType: string, bytes = 'evidence text\n'): string {
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    const sourceId = `src-${sha.slice(0, 24)}`;
+    const dir = `private/evidence/${sha.slice(0, 2)}/${sourceId}`;
+    const vault = join(sb.dir, 'st', 'vault');
+    mkdirSync(join(vault, dir), { recursive: true });
+    writeFileSync(join(vault, dir, name), bytes);
+    // JSON is YAML 1.2.
+    writeFileSync(join(vault, `${dir}.yaml`), `${JSON.stringify({
+      format: 'knowledge-source-v1', source_id: sourceId, retained_path: `${dir}/${name}`, sha256: sha, size: Buffer.byteLength(bytes),
+      media_type: mediaType, original_name: name, attribution: '', retained_at: '2026-01-01T00:00:00.000Z', in_history: true,
+    })}\n`);
+    return `${dir}.yaml`;
+  }
+  const unadopted = (r: { diagnostics: Array<{ code: string }> }) => r.diagnostics.filter((d) => d.code === 'unadopted-source');
+
+  it('an original whose name holds a newline, a media type that is not type/subtype: not adopted, and the diagnostic says why', () => {
+    const badName = handMade('a\nb.txt', 'text/plain');
+    const badType = handMade('ok.txt', 'text/plain\nx', 'other bytes\n');
+    const r = json(cli(sb, ['scan', '--store', 'st', '--json']));
+    expect(r.adopted).toBeUndefined();
+    expect(unadopted(r)).toEqual([
+      { path: badName, code: 'unadopted-source', reason: expect.stringMatching(/^not adopted as a source of private: its descriptor names ".*" as its retained original, a name Knowledge never writes/) },
+      { path: badType, code: 'unadopted-source', reason: expect.stringMatching(/^not adopted as a source of private: its descriptor has a media_type, "text\/plain\\nx", that is not of the form type\/subtype/) },
+    ].sort((a, b) => (a.path < b.path ? -1 : 1)));
+    expect(sources('st')).toEqual([]);
+    // A valid media type given in any case is one a publication accepts too.
+    const fine = handMade('fine.txt', 'Text/Plain', 'third bytes\n');
+    expect(json(cli(sb, ['scan', '--store', 'st', '--json'])).adopted).toEqual([{ sourceId: expect.any(String), path: fine.replace(/\.yaml$/, '/fine.txt') }]);
+    expect(sources('st').map((x) => x.media_type)).toEqual(['text/plain']);
   });
 });

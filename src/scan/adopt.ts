@@ -37,7 +37,8 @@ import type { BatchChange } from '../git/types.js';
 import { peekBranchTip } from '../git/inspect.js';
 import { readTreeEntries } from '../git/index-sync.js';
 import { blobId } from '../git/commit-stream.js';
-import { HISTORY_SIZE_LIMIT } from '../evidence/media.js';
+import { HISTORY_SIZE_LIMIT, normalizeMediaType } from '../evidence/media.js';
+import { isSafeRelativePath } from '../records/filename.js';
 import type { ScanDiagnostic } from './types.js';
 import { yieldToSignals } from '../interrupt.js';
 
@@ -172,7 +173,7 @@ function adoptable(store: Store, path: string, scanId: string): NewSource | { re
     sourceId,
     sha256: desc.sha256,
     size: desc.size,
-    mediaType: desc.media_type,
+    mediaType: normalizeMediaType(desc.media_type)!, // lowercased, as a publication records it
     path: rp,
     descriptorPath: path,
     inHistory: desc.in_history,
@@ -192,11 +193,19 @@ function descriptorProblem(d: unknown, sourceId: string, dir: string): string | 
   if (sourceIdFor(o.sha256) !== sourceId) return `has a sha256 that is not the one of ${sourceId}`;
   if (typeof o.size !== 'number' || !Number.isSafeInteger(o.size) || o.size < 0) return 'has no valid size';
   if (typeof o.media_type !== 'string' || o.media_type === '') return 'has no media_type';
+  // The checks a publication and an attachment apply to what they write [PUB-1]: a source adopted with a name or a
+  // media type they refuse could never be given again (its original put back is refused as an unsafe path).
+  try {
+    normalizeMediaType(o.media_type);
+  } catch {
+    return `has a media_type, ${JSON.stringify(o.media_type)}, that is not of the form type/subtype`;
+  }
   if (typeof o.retained_path !== 'string') return 'has no retained_path';
   const name = posix.basename(o.retained_path);
   if (posix.dirname(o.retained_path) !== dir || name.startsWith('.') || name === '') {
     return `names ${JSON.stringify(o.retained_path)} as its retained original, not a file in ${dir}/ beside it (copied from elsewhere?)`;
   }
+  if (!isSafeRelativePath(o.retained_path)) return `names ${JSON.stringify(o.retained_path)} as its retained original, a name Knowledge never writes (control characters, a backslash, not NFC, or too long)`;
   if (typeof o.original_name !== 'string') return 'has no original_name';
   if (typeof o.attribution !== 'string') return 'has no attribution';
   if (typeof o.retained_at !== 'string' || Number.isNaN(Date.parse(o.retained_at))) return 'has no valid retained_at';
