@@ -13,7 +13,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSyn
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
-import { cli, makeSandbox, unprivilegedCli, UNPRIVILEGED_NOTE, userGit, type Sandbox } from './helpers.js';
+import { cli, makeSandbox, unprivilegedCli, UNPRIVILEGED_NOTE, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 
 let sb: Sandbox;
@@ -368,6 +368,23 @@ describe('[GIT-9] an adopted source\'s original is in history, and the commit na
     holds(vault3, p.git.commit, c.path);
     const att = json(cli(sb, ['attach', '--store', 'kb3', '--root', sb.dir, 'ev.txt', '--json']));
     expect(att).toMatchObject({ newSource: false, git: { state: 'committed', commit: r.git.commit } });
+  });
+
+  it('a source kept out of history copied there by hand: the adopting scan commits its descriptor and the .gitignore beside the original, not the original', () => {
+    write('pic.png', 'not much of a picture\n');
+    const c = published('Pic', 'pic.png');
+    const vault3 = freshStore();
+    const dir = join(c.path, '..');
+    mkdirSync(join(vault3, dir), { recursive: true });
+    copyFileSync(join(sb.dir, 'st', 'vault', c.descriptorPath), join(vault3, c.descriptorPath));
+    copyFileSync(join(sb.dir, 'st', 'vault', c.path), join(vault3, c.path));
+    copyFileSync(join(sb.dir, 'st', 'vault', dir, '.gitignore'), join(vault3, dir, '.gitignore'));
+    const r = json(cli(sb, ['scan', '--store', 'kb3', '--json']));
+    expect(r.adopted).toEqual([{ sourceId: c.sourceId, path: c.path }]);
+    holds(vault3, r.git.commit, c.descriptorPath);
+    holds(vault3, r.git.commit, `${dir}/.gitignore`);
+    expect(userGitRaw(sb, vault3, ['rev-parse', '--verify', '-q', `${r.git.commit}:${c.path}`]).status).not.toBe(0);
+    expect(userGit(sb, vault3, ['status', '--porcelain', '--', 'private/evidence'])).toBe('');
   });
 
   it('a descriptor committed alone before its original came: the scan that adopts it commits the original, and an attachment names that commit', () => {

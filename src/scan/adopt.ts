@@ -30,7 +30,7 @@ import { installedUploads } from '../attach/partial.js';
 import { partitionOfPath, type PartitionId } from '../store/layout.js';
 import { vaultEntry } from '../fsutil.js';
 import { yaml } from '../yaml-lazy.js';
-import { SOURCE_FORMAT, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
+import { EXCLUDED_GITIGNORE, SOURCE_FORMAT, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
 import { readStable } from './read.js';
 import type { GitRunner } from '../git/runner.js';
 import type { BatchChange } from '../git/types.js';
@@ -214,15 +214,20 @@ function descriptorProblem(d: unknown, sourceId: string, dir: string): string | 
   return null;
 }
 
+const EXCLUDED_IGNORE = Buffer.from(EXCLUDED_GITIGNORE, 'utf8');
+const ignoreOf = (s: NewSource) => `${posix.dirname(s.path)}/.gitignore`;
+
 /**
  * Where the files of each adopted source are in history [GIT-9], decided
- * before the scan's applying transaction: a source whose descriptor and (for
- * one in history) original the branch tip holds exactly — a clone's, an older
- * state's — is held by that tip, the commit an attachment of the same bytes
- * then names (adopted_in_history); any other — copied there by hand, or the
- * tip unknown (no repository yet, git not answering) — has its descriptor
- * and original carried by the scan's own checkpoint, so the original a
- * publication or an attachment would have committed is committed, exactly.
+ * before the scan's applying transaction. Its files: the descriptor, and the
+ * original for one in history (for one kept out, the .gitignore beside it,
+ * when it is there as a publication writes it). A source whose files the
+ * branch tip holds exactly — a clone's, an older state's — is held by that
+ * tip, the commit an attachment of the same bytes then names
+ * (adopted_in_history); any other — copied there by hand, or the tip unknown
+ * (no repository yet, git not answering) — has its files carried by the
+ * scan's own checkpoint, so what a publication or an attachment would have
+ * committed is committed, exactly.
  * The tip is read from the branch's ref even while an earlier checkpoint
  * waits (a lock held, say): the commit it names holds the files whatever
  * comes after. The original is read once more here, and only bytes that
@@ -237,7 +242,7 @@ export async function placeAdoptions(store: Store, runner: GitRunner, a: Adoptio
   const tip = await peekBranchTip(vault);
   let entries: Map<string, { oid: string; mode: string }> | null = null;
   if (tip !== null && (await runner.detect()).ok) {
-    const t = await readTreeEntries(runner, vault, tip, a.sources.flatMap((s) => (s.inHistory ? [s.descriptorPath, s.path] : [s.descriptorPath])));
+    const t = await readTreeEntries(runner, vault, tip, a.sources.flatMap((s) => [s.descriptorPath, s.inHistory ? s.path : ignoreOf(s)]));
     if (t.ok) entries = t.entries;
   }
   const format = tip !== null && tip.length === 64 ? 'sha256' : 'sha1';
@@ -250,28 +255,31 @@ export async function placeAdoptions(store: Store, runner: GitRunner, a: Adoptio
   for (const [i, s] of a.sources.entries()) {
     if (i > 0) await yieldToSignals();
     const not = (why: string) => a.diagnostics.push({ path: s.descriptorPath, code: 'unadopted-source', reason: `not adopted as a source of ${s.partition}: ${why}` });
-    const descriptor = s.descriptor!;
-    let original: Buffer | null = null;
+    const files: BatchChange[] = [{ path: s.descriptorPath, bytes: s.descriptor! }];
     if (s.inHistory) {
       const r = readStable(join(vault, s.path));
       if (r.kind !== 'ok' || r.sha256 !== s.sha256) {
         not(`its retained original ${s.path} changed while the scan read it; scan again`);
         continue;
       }
-      original = r.bytes;
+      files.push({ path: s.path, bytes: r.bytes });
+    } else {
+      // The .gitignore a publication commits beside an original kept out of history, when it is there as written.
+      const r = readStable(join(vault, ignoreOf(s)));
+      if (r.kind === 'ok' && r.bytes.equals(EXCLUDED_IGNORE)) files.push({ path: ignoreOf(s), bytes: r.bytes });
     }
-    if (tip !== null && holds(s.descriptorPath, descriptor) && (original === null || holds(s.path, original))) {
+    if (tip !== null && files.every((f) => holds(f.path, f.bytes!))) {
       a.held.set(s.descriptorPath, tip);
       kept.push(s);
       continue;
     }
-    const size = descriptor.length + (original?.length ?? 0);
+    const size = files.reduce((n, f) => n + f.bytes!.length, 0);
     if (carried > 0 && carried + size > CARRY_MAX_BYTES) {
       not(`left to the next scan: this one's checkpoint already carries ${carried} bytes of the sources it adopted`);
       continue;
     }
     carried += size;
-    a.carry.set(s.descriptorPath, [{ path: s.descriptorPath, bytes: descriptor }, ...(original === null ? [] : [{ path: s.path, bytes: original }])]);
+    a.carry.set(s.descriptorPath, files);
     kept.push(s);
   }
   a.sources = kept;
