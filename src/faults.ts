@@ -23,6 +23,9 @@ export type CrashPoint =
   // Scans [SCAN-3]
   | 'scan-mid-stage'
   | 'scan-after-enqueue'
+  // A publication's install of one file: its staging file fsynced, the file there before not yet moved aside; then moved aside
+  | 'install-before-replace'
+  | 'install-held'
   // A checkpoint waiting, index.lock held, for a git command that wrote the index to move HEAD [GIT-10] (pause only)
   | 'index-settle'
   // Creating a store [LAY-1, LAY-3]

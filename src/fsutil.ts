@@ -3,11 +3,12 @@
  * uniquely named temp file, fsyncs it, renames it into place and fsyncs the
  * directory. A fixed temp name would collide between writers.
  */
-import { closeSync, constants, fstatSync, fsyncSync, lstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
+import { closeSync, constants, fstatSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { open as openAsync } from 'node:fs/promises';
 import { KnowledgeError } from './errors.js';
+import { crashPoint } from './faults.js';
 
 export function fsyncDir(dir: string): void {
   const fd = openSync(dir, 'r');
@@ -70,12 +71,34 @@ export function atomicWrite(target: string, bytes: Buffer | string, stagingDir?:
   mkdirDurable(dir);
   const stageIn = stagingDir ?? dir;
   mkdirDurable(stageIn);
-  const tmp = join(stageIn, tempName(target.split(sep).pop() ?? 'file'));
+  const tmp = durableTemp(stageIn, target.split(sep).pop() ?? 'file', typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes);
+  renameSync(tmp, target);
+  fsyncDir(dir);
+  if (stageIn !== dir) fsyncDir(stageIn);
+}
+
+/** The file a writer hashed at a path it is about to replace: how to tell it is still the one there. */
+export interface SeenFile {
+  ino: bigint;
+  size: bigint;
+  mtimeNs: bigint;
+}
+
+function sameFile(st: { ino: bigint; size: bigint; mtimeNs: bigint }, seen: SeenFile): boolean {
+  return st.ino === seen.ino && st.size === seen.size && st.mtimeNs === seen.mtimeNs;
+}
+
+function changedUnderUs(rel: string): KnowledgeError {
+  return new KnowledgeError('E_CONFLICT', `${rel} changed on disk while the publication was being installed`);
+}
+
+/** Write `bytes` to a new temp file in `dir`, durably; its path. */
+function durableTemp(dir: string, base: string, bytes: Buffer): string {
+  const tmp = join(dir, tempName(base));
   const fd = openSync(tmp, 'wx', 0o644);
   try {
-    const buf = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
     let off = 0;
-    while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
     fsyncSync(fd);
   } catch (err) {
     closeSync(fd);
@@ -83,9 +106,89 @@ export function atomicWrite(target: string, bytes: Buffer | string, stagingDir?:
     throw err;
   }
   closeSync(fd);
-  renameSync(tmp, target);
-  fsyncDir(dir);
-  if (stageIn !== dir) fsyncDir(stageIn);
+  return tmp;
+}
+
+/**
+ * Put `from` at `to` unless something is there already (a hard link, which
+ * never replaces): false when something is. On a file system without hard
+ * links, a rename (which would replace) after a check.
+ */
+function placeNoReplace(from: string, to: string): boolean {
+  try {
+    linkSync(from, to);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    if (!linkUnsupported(err)) throw err;
+  }
+  if (onDiskAt(to)) return false;
+  renameSync(from, to);
+  return true;
+}
+
+/**
+ * Install `bytes` at the vault's `rel` [PUB-3] without ever replacing a
+ * file the writer has not seen: another program's save that lands after the
+ * writer hashed the file and before it is replaced (an editor's save, into
+ * the window of the staging file's fsync) is never overwritten.
+ *
+ * The staging file is written and fsynced first. Then, for a file there
+ * before (`seen`), that file is moved aside to `hold` (one atomic step that
+ * takes whatever is at the path) and checked to be the very file hashed
+ * (inode, size, modification time); another is put back and the install is
+ * E_CONFLICT. The new bytes are then hard-linked into place, which fails
+ * rather than replace a file created at the path meanwhile (E_CONFLICT: that
+ * file, the newer, stays). A crash after the move aside leaves the old file
+ * at `hold`, which the next attempt puts back first ({@link restoreHeld}).
+ * `hold` is in the staging folder, on the vault's file system.
+ */
+export function installVaultFile(vault: string, rel: string, bytes: Buffer, stagingDir: string, seen: SeenFile | null, hold: string): void {
+  const target = join(vault, rel);
+  const dir = dirname(target);
+  mkdirDurable(dir);
+  mkdirDurable(stagingDir);
+  const tmp = durableTemp(stagingDir, target.split(sep).pop() ?? 'file', bytes);
+  try {
+    crashPoint('install-before-replace');
+    if (seen !== null) {
+      try {
+        renameSync(target, hold);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw changedUnderUs(rel);
+        throw err;
+      }
+      crashPoint('install-held');
+      if (!sameFile(lstatSync(hold, { bigint: true }), seen)) {
+        restoreHeld(target, hold);
+        throw changedUnderUs(rel);
+      }
+    }
+    if (!placeNoReplace(tmp, target)) {
+      // Created at the path meanwhile: that file is the newest and stays; the one held aside is older than it.
+      if (seen !== null) unlinkSync(hold);
+      fsyncDir(stagingDir);
+      throw changedUnderUs(rel);
+    }
+    fsyncDir(dir);
+    if (seen !== null) unlinkSync(hold);
+  } finally {
+    try { unlinkSync(tmp); } catch { /* linked into place, or renamed there */ }
+  }
+  fsyncDir(stagingDir);
+}
+
+/**
+ * A file an interrupted {@link installVaultFile} held aside at `hold`: put
+ * back at `target` if nothing is there now, else (the install finished, or
+ * a newer file was saved there) dropped.
+ */
+export function restoreHeld(target: string, hold: string): void {
+  if (!onDiskAt(hold)) return;
+  placeNoReplace(hold, target);
+  try { unlinkSync(hold); } catch { /* renamed into place */ }
+  fsyncDir(dirname(target));
+  fsyncDir(dirname(hold));
 }
 
 /** Remove leftover temp files from a crashed writer (called on open). */
@@ -134,7 +237,7 @@ export function vaultFileHolds(vault: string, rel: string, sha256: string, size:
 }
 
 /** What a path of the vault holds now (vaultEntry). */
-export type VaultEntry = { kind: 'none' } | { kind: 'file'; sha256: string | null } | { kind: 'other'; what: string };
+export type VaultEntry = { kind: 'none' } | { kind: 'file'; sha256: string | null; seen?: SeenFile } | { kind: 'other'; what: string };
 
 /**
  * What is at `rel` (a safe relative path) inside the vault folder now, for a
@@ -174,12 +277,13 @@ export function vaultEntry(vault: string, rel: string, opts: { hash?: boolean } 
     throw err;
   }
   try {
-    const st = fstatSync(fd);
+    const st = fstatSync(fd, { bigint: true });
     if (!st.isFile()) return { kind: 'other', what: `${rel} is not a regular file` };
     const hash = createHash('sha256');
-    const buf = Buffer.allocUnsafe(Math.min(Math.max(st.size, 1), 1 << 20));
+    const buf = Buffer.allocUnsafe(Math.min(Math.max(Number(st.size), 1), 1 << 20));
     for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0;) hash.update(buf.subarray(0, n));
-    return { kind: 'file', sha256: hash.digest('hex') };
+    // The file as it was when hashed (a write during the hash changes its modification time).
+    return { kind: 'file', sha256: hash.digest('hex'), seen: { ino: st.ino, size: st.size, mtimeNs: st.mtimeNs } };
   } finally {
     closeSync(fd);
   }
@@ -191,11 +295,16 @@ export function vaultEntry(vault: string, rel: string, opts: { hash?: boolean } 
  * file's sha256 (null when there is none, or when `hash` is false).
  */
 export function requireWritable(vault: string, rel: string, opts: { hash?: boolean } = {}): string | null {
+  return writableEntry(vault, rel, opts)?.sha256 ?? null;
+}
+
+/** {@link requireWritable}, with the file as it was when hashed (null when there is none). */
+export function writableEntry(vault: string, rel: string, opts: { hash?: boolean } = {}): { sha256: string | null; seen?: SeenFile } | null {
   const there = vaultEntry(vault, rel, opts);
   if (there.kind === 'other') {
     throw new KnowledgeError('E_CONFLICT', `cannot write ${rel}: ${there.what}; Knowledge writes only regular files in real folders of the vault`);
   }
-  return there.kind === 'file' ? there.sha256 : null;
+  return there.kind === 'file' ? there : null;
 }
 
 /**

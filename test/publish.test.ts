@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import YAML from 'yaml';
 import Database from 'better-sqlite3';
 import { storeSandbox, cli, cliPath, userGit, unprivilegedCli, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, type Sandbox } from './helpers.js';
@@ -759,5 +759,92 @@ describe('[PUB-3][PUB-1] a hand-made record whose file name is near the file sys
     });
     expect(readdirSync(folder).sort()).toEqual([...names].sort());
     expect(userGit(sb, vault, ['status', '--porcelain'])).toBe('');
+  });
+});
+
+describe('[PUB-3][GIT-10] a save another program makes while a publication installs is never overwritten', () => {
+  /**
+   * Publish `files` in a child process paused after its staging file is fsynced, just before it replaces the
+   * record's file (the window an editor's save can land in); `during` acts there. Its exit status and stderr.
+   */
+  async function publishPaused(files: string[], during: () => void, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> {
+    const child = spawn(process.execPath, [cliPath, 'publish', '--store', 'st', '--json', ...files], {
+      cwd: sb.dir, env: { ...sb.env, KNOWLEDGE_PAUSE_AT: 'install-before-replace:1000', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    let acted = false;
+    child.stderr!.on('data', (b: Buffer) => {
+      stderr += b;
+      if (!acted && stderr.includes('paused at install-before-replace')) {
+        acted = true;
+        during();
+      }
+    });
+    const code = await new Promise<number | null>((done) => child.on('close', done));
+    expect(acted, `never paused: ${stderr}`).toBe(true);
+    return { code, stderr };
+  }
+
+  function published() {
+    write('p.md', '---\nkind: page\ntitle: Shared page\n---\nv1\n');
+    const first = publish(['p.md']);
+    expect(first.code, first.stderr).toBe(0);
+    const { id, path } = first.receipt.records[0] as { id: string; path: string };
+    write('rev.md', `---\nid: ${id}\nrevision: 1\nkind: page\ntitle: Shared page\n---\nv2 by the agent\n`);
+    return { id, path, abs: join(vault, path) };
+  }
+
+  for (const how of ['in place', 'by rename'] as const) {
+    it(`a save ${how} in that window: the publication is E_CONFLICT, the save stays on disk, and the next scan records it`, async () => {
+      const { abs } = published();
+      const saved = `${readFileSync(abs, 'utf8')}saved by the human ${how}\n`;
+      const r = await publishPaused(['rev.md'], () => {
+        if (how === 'in place') writeFileSync(abs, saved);
+        else {
+          writeFileSync(`${abs}.swp`, saved);
+          renameSync(`${abs}.swp`, abs);
+        }
+      });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/E_CONFLICT: .* changed on disk while the publication was being installed/);
+      expect(readFileSync(abs, 'utf8')).toBe(saved);
+      expect(readdirSync(join(vault, '.knowledge-history', 'staging'))).toEqual([]);
+      const scan = cli(sb, ['scan', '--store', 'st', '--json']);
+      expect(scan.code, scan.stderr).toBe(0);
+      expect(JSON.parse(scan.stdout).git.state).toBe('committed');
+      expect(userGit(sb, vault, ['show', `HEAD:${relative(vault, abs)}`])).toBe(saved);
+    });
+  }
+
+  it('a file created at a new record\'s path in that window stays, and the publication is E_CONFLICT', async () => {
+    write('new.md', '---\nkind: page\ntitle: Brand new page\n---\nby the agent\n');
+    const r = await publishPaused(['new.md'], () => {
+      const dir = readdirSync(join(vault, 'private', 'pages'), { recursive: true }).map(String);
+      expect(dir.some((d) => d.endsWith('brand-new-page.md'))).toBe(false);
+      // The record's folder is made before the staging file; the file goes in the one shard folder there.
+      const shards = readdirSync(join(vault, 'private', 'pages'));
+      expect(shards).toHaveLength(1);
+      writeFileSync(join(vault, 'private', 'pages', shards[0]!, 'brand-new-page.md'), 'mine\n');
+    });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/E_CONFLICT: /);
+    const shard = readdirSync(join(vault, 'private', 'pages'))[0]!;
+    expect(readFileSync(join(vault, 'private', 'pages', shard, 'brand-new-page.md'), 'utf8')).toBe('mine\n');
+  });
+
+  it('killed after moving the old file aside: the next open puts it back and finishes the publication, once', () => {
+    const { id, abs } = published();
+    const killed = cli(sb, ['publish', '--store', 'st', '--json', 'rev.md'], { env: { KNOWLEDGE_CRASH_AT: 'install-held' } });
+    expect(killed.code).not.toBe(0);
+    expect(existsSync(abs), 'the old file is held aside at the crash').toBe(false);
+    // The next writer's open finishes journaled publications before anything else (here, a scan's walk).
+    const scan = cli(sb, ['scan', '--store', 'st', '--json']);
+    expect(scan.code, scan.stderr).toBe(0);
+    expect(JSON.parse(scan.stdout).deleted ?? []).toEqual([]);
+    expect(readFileSync(abs, 'utf8')).toContain('v2 by the agent');
+    expect(readdirSync(join(vault, '.knowledge-history', 'staging'))).toEqual([]);
+    const shown = JSON.parse(cli(sb, ['show', '--store', 'st', id, '--json']).stdout);
+    expect(shown.record.revision).toBe(2);
+    expect(cli(sb, ['verify', '--store', 'st']).code).toBe(0);
   });
 });

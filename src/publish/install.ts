@@ -1,11 +1,13 @@
 /**
  * Phase 3: install records and retained evidence outside any SQLite write
- * lock [PUB-3]: staging file, fsync, rename, directory fsync (fsutil).
+ * lock [PUB-3]: staging file, fsync, then into place without ever replacing
+ * a file saved there since it was hashed (fsutil installVaultFile), directory
+ * fsync.
  * Idempotent, so a retry after a crash re-runs it safely.
  */
 import { join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
-import { atomicWrite, requireWritable } from '../fsutil.js';
+import { installVaultFile, restoreHeld, writableEntry } from '../fsutil.js';
 import { sha256Hex } from '../records/record.js';
 import type { Store } from '../store/store.js';
 import type { PlannedPublication } from './validate.js';
@@ -15,13 +17,17 @@ export function install(store: Store, planned: PlannedPublication): void {
   for (const f of planned.plan.files) {
     const data = planned.bytes.get(f.path);
     if (!data) throw new KnowledgeError('E_INTERNAL', `journal has no bytes for ${f.path}`);
-    const target = join(store.paths.vault, f.path);
-    const current = requireWritable(store.paths.vault, f.path);
+    // The file there before, if an attempt cut short after moving it aside left it there: put back first.
+    const hold = join(store.paths.staging, `.held.${sha256Hex(f.path).slice(0, 32)}`);
+    restoreHeld(join(store.paths.vault, f.path), hold);
+    const there = writableEntry(store.paths.vault, f.path);
+    const current = there?.sha256 ?? null;
     if (current === sha256Hex(data)) continue; // installed before an interruption
     if (current !== f.priorSha256) {
       throw new KnowledgeError('E_CONFLICT', `${f.path} changed on disk while the publication was being installed`);
     }
-    atomicWrite(target, data, store.paths.staging);
+    // Never over a save another program makes from here on (installVaultFile).
+    installVaultFile(store.paths.vault, f.path, data, store.paths.staging, there?.seen ?? null, hold);
     crashPoint('mid-install');
   }
 }
