@@ -14,12 +14,13 @@ import type { PlannedPublication } from './validate.js';
 import { crashPoint } from '../faults.js';
 
 export function install(store: Store, planned: PlannedPublication): void {
+  const holdFor = (path: string) => join(store.paths.staging, `.held.${sha256Hex(path).slice(0, 32)}`);
+  // A file moved aside by an attempt cut short is put back first — every one, before any refusal below.
+  for (const f of planned.plan.files) restoreHeld(join(store.paths.vault, f.path), holdFor(f.path));
   for (const f of planned.plan.files) {
     const data = planned.bytes.get(f.path);
     if (!data) throw new KnowledgeError('E_INTERNAL', `journal has no bytes for ${f.path}`);
-    // The file there before, if an attempt cut short after moving it aside left it there: put back first.
-    const hold = join(store.paths.staging, `.held.${sha256Hex(f.path).slice(0, 32)}`);
-    restoreHeld(join(store.paths.vault, f.path), hold);
+    const hold = holdFor(f.path);
     const there = writableEntry(store.paths.vault, f.path);
     const current = there?.sha256 ?? null;
     if (current === sha256Hex(data)) continue; // installed before an interruption
