@@ -560,6 +560,31 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(r2!.git.state).toBe('committed');
   });
 
+  it('lists a checkpoint that changed nothing at the path because the user committed those bytes first, as the receipt names it', async () => {
+    const r1 = publish([{ id: 'rec-e', title: 'Swept', body: 'first body' }]);
+    // A checkpoint waits on a lock; the user's own `git commit -a` meanwhile sweeps the installed revision in.
+    writeFileSync(join(vault, '.git', 'index.lock'), '');
+    const r2 = publish([{ id: 'rec-e', title: 'Swept', body: 'second body', extra: 'revision: 1' }]);
+    expect(r2.git.state).toBe('pending');
+    rmSync(join(vault, '.git', 'index.lock'));
+    userGit(sb, vault, ['commit', '-q', '-a', '-m', 'my own commit']);
+    const userCommit = userGit(sb, vault, ['rev-parse', 'HEAD']).trim();
+    const resumed = cli(sb, ['resume', '--store', 'st', r2.publicationId, '--json']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const receipt = JSON.parse(resumed.stdout) as { git: { state: string; commit: string } };
+    expect(receipt.git.state).toBe('committed');
+    const h = await reader().recordHistory(OP, 'rec-e');
+    expect(h.versions.map((v) => [v.commit, v.actor, v.revision, v.publicationId ?? null])).toEqual([
+      [receipt.git.commit, 'operator', 2, r2.publicationId],
+      [userCommit, 'unknown', 2, null],
+      [r1.git.commit, 'operator', 1, r1.publicationId],
+    ]);
+    expect(h.offBranch).toBeUndefined();
+    // The receipt's commit is a version like any other: it diffs against the first.
+    const d = await reader().recordDiff(OP, 'rec-e', r1.git.commit!, receipt.git.commit);
+    expect(d.patch).toContain('+second body');
+  });
+
   it('diffs revision 1 against revision 3', async () => {
     const [r1, , r3] = threeRevisions();
     const d = await reader().recordDiff(OP, 'rec-h', r1!.git.commit!, r3!.git.commit!);
@@ -636,7 +661,7 @@ describe('[READ-2] history from the vault\'s Git history', () => {
   });
 
   it('a rename made on a branch and merged keeps that branch\'s own versions (a merge that renames is not where the history turns)', async () => {
-    const [r1, , r3] = threeRevisions();
+    const [r1, r2, r3] = threeRevisions();
     const oldPath = r3!.records[0]!.path;
     const newPath = oldPath.replace('evolving.md', 'renamed.md');
     const git = (...args: string[]) => userGit(sb, vault, args);
@@ -655,6 +680,9 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     expect(cli(sb, ['scan', '--store', 'st']).code).toBe(0);
     const h = await reader().recordHistory(OP, 'rec-h');
     const subjects = h.versions.map((v) => v.subject);
+    // Every version of the record before the rename too, the ones Git's walk through the merge skipped among them (a version
+    // that names no change at the path Git walks is found from the commits the store recorded).
+    expect(h.versions.slice(3).map((v) => v.commit)).toEqual([r3!.git.commit, r2!.git.commit, r1!.git.commit]);
     expect(subjects.slice(0, 3)).toEqual(['side edit 2', 'side edit 1', 'side rename']);
     expect(h.versions.at(-1)!.commit).toBe(r1!.git.commit);
   });

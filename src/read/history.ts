@@ -189,8 +189,9 @@ export async function readHistory(
     from = oldest.parent;
     path = before;
   }
-  const offBranch = await offBranchCommits(runner, repo, db, rec.path, versions);
-  return { ...base, versions: versions.map(({ added: _added, ...v }) => v), git, ...(offBranch > 0 ? { offBranch } : {}) };
+  const { offBranch, empty } = await unlistedCommits(runner, repo, db, rec.id, rec.path, versions);
+  const listed = empty.length > 0 ? await byAncestry(runner, repo, versions, empty) : versions;
+  return { ...base, versions: listed.map(({ added: _added, ...v }) => v), git, ...(offBranch > 0 ? { offBranch } : {}) };
 }
 
 /** Renames recorded by scans followed, at most, for one history. */
@@ -198,35 +199,91 @@ const MAX_RENAME_HOPS = 64;
 
 type SegmentVersion = RecordVersion & { added: boolean };
 
-/** The distinct commits Knowledge recorded for checkpoints that wrote one of `paths`. */
-function recordedCommits(db: DB, paths: readonly string[]): string[] {
+/** The distinct commits Knowledge recorded for checkpoints that wrote one of `paths`, with the path each wrote. */
+function recordedCommits(db: DB, paths: readonly string[]): Array<{ commit: string; path: string }> {
   const q = db.prepare(
-    `SELECT DISTINCT b.commit_id FROM batch_files f JOIN batches b ON b.batch_id = f.batch_id
+    `SELECT DISTINCT b.commit_id AS commit_id FROM batch_files f JOIN batches b ON b.batch_id = f.batch_id
       WHERE f.path = ? AND f.deleted = 0 AND b.state = 'committed' AND b.commit_id IS NOT NULL`,
   ).pluck();
-  return [...new Set(paths.flatMap((p) => q.all(p) as string[]))];
+  const seen = new Set<string>();
+  const out: Array<{ commit: string; path: string }> = [];
+  for (const path of new Set(paths)) {
+    for (const commit of q.all(path) as string[]) {
+      if (seen.has(commit)) continue;
+      seen.add(commit);
+      out.push({ commit, path });
+    }
+  }
+  return out;
 }
 
 /** Ancestry checks at most per history: a reset branch is told by the first few. */
-const MAX_OFF_BRANCH_CHECKS = 32;
+const MAX_UNLISTED_CHECKS = 32;
 
 /**
- * How many commits Knowledge recorded for `path` and the paths of `versions` are not on
- * the branch (it was reset, or .git replaced by an older copy): their
- * versions are missing from the history, which should say so rather than
- * look complete [GIT-17]. Commits the history lists are on the branch; each
- * other is asked of Git (`merge-base --is-ancestor`: a commit the repository
- * no longer has is not on it). The common case asks nothing.
+ * The commits Knowledge recorded for `path` and the paths of `versions` that
+ * the list does not hold. Those not on the branch (it was reset, or .git
+ * replaced by an older copy) are counted: their versions are missing, which
+ * the history says rather than look complete [GIT-17]; each is asked of Git
+ * (`merge-base --is-ancestor`: a commit the repository no longer has is not
+ * on it). Those on the branch that changed nothing at the path — the user
+ * had committed those very bytes first (a `git commit -a` while the
+ * checkpoint waited on a lock), so `git log` skips Knowledge's commit — are
+ * versions too, returned to be listed: the receipt names that commit. The
+ * common case (every recorded commit listed) asks Git nothing.
  */
-async function offBranchCommits(runner: GitRunner, repo: Repo, db: DB, path: string, versions: readonly SegmentVersion[]): Promise<number> {
+async function unlistedCommits(runner: GitRunner, repo: Repo, db: DB, id: string, path: string, versions: readonly SegmentVersion[]): Promise<{ offBranch: number; empty: SegmentVersion[] }> {
   const listed = new Set(versions.map((v) => v.commit));
-  const others = recordedCommits(db, [path, ...versions.map((v) => v.path)]).filter((c) => !listed.has(c));
-  let off = 0;
-  for (const commit of others.slice(0, MAX_OFF_BRANCH_CHECKS)) {
-    const r = await runner.run(['merge-base', '--is-ancestor', commit, repo.head!], { cwd: repo.vault, env: repo.env });
-    if (r.code !== 0 && !r.timedOut) off++;
+  const others = recordedCommits(db, [path, ...versions.map((v) => v.path)]).filter((c) => !listed.has(c.commit));
+  let offBranch = 0;
+  const onBranch: Array<{ commit: string; path: string }> = [];
+  for (const c of others.slice(0, MAX_UNLISTED_CHECKS)) {
+    const r = await runner.run(['merge-base', '--is-ancestor', c.commit, repo.head!], { cwd: repo.vault, env: repo.env });
+    if (r.code === 0) onBranch.push(c);
+    else if (!r.timedOut) offBranch++;
   }
-  return off;
+  if (onBranch.length === 0) return { offBranch, empty: [] };
+  const log = await runner.run(['log', '-z', '--no-walk=unsorted', '--no-color', '--no-show-signature', LOG_FORMAT, ...onBranch.map((c) => c.commit)], { cwd: repo.vault, env: repo.env });
+  const cat = await runner.run(['cat-file', '--batch'], { cwd: repo.vault, env: repo.env, input: onBranch.map((c) => `${c.commit}:${c.path}\n`).join('') });
+  if (log.code !== 0 || cat.code !== 0) return { offBranch, empty: [] };
+  const headers = new Map(parseLog(log.stdout.toString('utf8')).map((e) => [e.commit, e]));
+  const objects = parseCatFileBatch(cat.stdout, onBranch.length);
+  const empty: SegmentVersion[] = [];
+  onBranch.forEach((c, i) => {
+    const e = headers.get(c.commit);
+    const obj = objects[i];
+    if (!e || !obj?.found) return;
+    const facts = versionFacts(obj.bytes);
+    // Another record's commit at a path this one reuses is not a version of this one.
+    if (facts.id !== id) return;
+    const v: SegmentVersion = { commit: e.commit, parent: e.parent, date: e.date, actor: e.actor, subject: e.subject, path: c.path, revision: facts.revision, added: false };
+    if (e.publicationId) v.publicationId = e.publicationId;
+    if (e.scanId) v.scanId = e.scanId;
+    empty.push(v);
+  });
+  return { offBranch, empty };
+}
+
+/**
+ * `versions` (newest first) with each of `more` placed before the newest of
+ * them that is its ancestor (binary search: along one line of history the
+ * ancestors of a commit are the list's tail), else last. Dates cannot order
+ * them: commits made in one second share a date.
+ */
+async function byAncestry(runner: GitRunner, repo: Repo, versions: readonly SegmentVersion[], more: readonly SegmentVersion[]): Promise<SegmentVersion[]> {
+  const out = [...versions];
+  const isAncestor = async (a: string, b: string) => (await runner.run(['merge-base', '--is-ancestor', a, b], { cwd: repo.vault, env: repo.env })).code === 0;
+  for (const v of more) {
+    let lo = 0;
+    let hi = out.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (await isAncestor(out[mid]!.commit, v.commit)) hi = mid;
+      else lo = mid + 1;
+    }
+    out.splice(lo, 0, v);
+  }
+  return out;
 }
 
 /**
