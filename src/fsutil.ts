@@ -1,7 +1,10 @@
 /**
  * The one atomic-write module (STYLE habit 8, [PUB-3]): every install writes a
- * uniquely named temp file, fsyncs it, renames it into place and fsyncs the
- * directory. A fixed temp name would collide between writers.
+ * uniquely named temp file, fsyncs it, puts it into place and fsyncs the
+ * directory — by rename (atomicWrite), or, for a vault file another program
+ * may be saving at the same moment, without ever replacing a file the writer
+ * has not seen (installVaultFile). A fixed temp name would collide between
+ * writers.
  */
 import { closeSync, constants, fstatSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readSync, renameSync, statSync, writeSync, existsSync, unlinkSync, readdirSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
@@ -88,10 +91,6 @@ function sameFile(st: { ino: bigint; size: bigint; mtimeNs: bigint }, seen: Seen
   return st.ino === seen.ino && st.size === seen.size && st.mtimeNs === seen.mtimeNs;
 }
 
-function changedUnderUs(rel: string): KnowledgeError {
-  return new KnowledgeError('E_CONFLICT', `${rel} changed on disk while the publication was being installed`);
-}
-
 /** Write `bytes` to a new temp file in `dir`, durably; its path. */
 function durableTemp(dir: string, base: string, bytes: Buffer): string {
   const tmp = join(dir, tempName(base));
@@ -136,46 +135,44 @@ function placeNoReplace(from: string, to: string): boolean {
  * The staging file is written and fsynced first. Then, for a file there
  * before (`seen`), that file is moved aside to `hold` (one atomic step that
  * takes whatever is at the path) and checked to be the very file hashed
- * (inode, size, modification time); another is put back and the install is
- * E_CONFLICT. The new bytes are then hard-linked into place, which fails
- * rather than replace a file created at the path meanwhile (E_CONFLICT: that
- * file, the newer, stays). A crash after the move aside leaves the old file
+ * (inode, size, modification time); another is put back. The new bytes are then hard-linked into place, which fails
+ * rather than replace a file created at the path meanwhile (that file, the
+ * newer, stays). False when the file changed under the writer either way,
+ * true when installed. A crash after the move aside leaves the old file
  * at `hold`, which the next attempt puts back first ({@link restoreHeld}).
  * `hold` is in the staging folder, on the vault's file system.
  */
-export function installVaultFile(vault: string, rel: string, bytes: Buffer, stagingDir: string, seen: SeenFile | null, hold: string): void {
+export function installVaultFile(vault: string, rel: string, bytes: Buffer, stagingDir: string, seen: SeenFile | null, hold: string): boolean {
   const target = join(vault, rel);
   const dir = dirname(target);
   mkdirDurable(dir);
   mkdirDurable(stagingDir);
   const tmp = durableTemp(stagingDir, target.split(sep).pop() ?? 'file', bytes);
+  let placed: boolean;
   try {
     crashPoint('install-before-replace');
     if (seen !== null) {
       try {
         renameSync(target, hold);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw changedUnderUs(rel);
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false; // deleted meanwhile
         throw err;
       }
       crashPoint('install-held');
       if (!sameFile(lstatSync(hold, { bigint: true }), seen)) {
         restoreHeld(target, hold);
-        throw changedUnderUs(rel);
+        return false;
       }
     }
-    if (!placeNoReplace(tmp, target)) {
-      // Created at the path meanwhile: that file is the newest and stays; the one held aside is older than it.
-      if (seen !== null) unlinkSync(hold);
-      fsyncDir(stagingDir);
-      throw changedUnderUs(rel);
-    }
-    fsyncDir(dir);
+    placed = placeNoReplace(tmp, target);
+    // Not placed: created at the path meanwhile; that file is the newest and stays, the one held aside is older.
+    if (placed) fsyncDir(dir);
     if (seen !== null) unlinkSync(hold);
   } finally {
     try { unlinkSync(tmp); } catch { /* linked into place, or renamed there */ }
   }
   fsyncDir(stagingDir);
+  return placed;
 }
 
 /**

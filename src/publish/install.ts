@@ -24,11 +24,10 @@ export function install(store: Store, planned: PlannedPublication): void {
     const there = writableEntry(store.paths.vault, f.path);
     const current = there?.sha256 ?? null;
     if (current === sha256Hex(data)) continue; // installed before an interruption
-    if (current !== f.priorSha256) {
+    // Never over a save another program makes, before this check or after it (installVaultFile).
+    if (current !== f.priorSha256 || !installVaultFile(store.paths.vault, f.path, data, store.paths.staging, there?.seen ?? null, hold)) {
       throw new KnowledgeError('E_CONFLICT', `${f.path} changed on disk while the publication was being installed`);
     }
-    // Never over a save another program makes from here on (installVaultFile).
-    installVaultFile(store.paths.vault, f.path, data, store.paths.staging, there?.seen ?? null, hold);
     crashPoint('mid-install');
   }
 }

@@ -217,6 +217,15 @@ function recordedCommits(db: DB, paths: readonly string[]): Array<{ commit: stri
   return out;
 }
 
+/**
+ * Whether commit `a` is an ancestor of (or is) `b`: false also when the
+ * repository no longer has `a`; null when git did not answer in time.
+ */
+async function isAncestor(runner: GitRunner, repo: Repo, a: string, b: string): Promise<boolean | null> {
+  const r = await runner.run(['merge-base', '--is-ancestor', a, b], { cwd: repo.vault, env: repo.env });
+  return r.timedOut ? null : r.code === 0;
+}
+
 /** Ancestry checks at most per history: a reset branch is told by the first few. */
 const MAX_UNLISTED_CHECKS = 32;
 
@@ -238,9 +247,9 @@ async function unlistedCommits(runner: GitRunner, repo: Repo, db: DB, id: string
   let offBranch = 0;
   const onBranch: Array<{ commit: string; path: string }> = [];
   for (const c of others.slice(0, MAX_UNLISTED_CHECKS)) {
-    const r = await runner.run(['merge-base', '--is-ancestor', c.commit, repo.head!], { cwd: repo.vault, env: repo.env });
-    if (r.code === 0) onBranch.push(c);
-    else if (!r.timedOut) offBranch++;
+    const on = await isAncestor(runner, repo, c.commit, repo.head!);
+    if (on === true) onBranch.push(c);
+    else if (on === false) offBranch++;
   }
   if (onBranch.length === 0) return { offBranch, empty: [] };
   const log = await runner.run(['log', '-z', '--no-walk=unsorted', '--no-color', '--no-show-signature', LOG_FORMAT, ...onBranch.map((c) => c.commit)], { cwd: repo.vault, env: repo.env });
@@ -272,13 +281,12 @@ async function unlistedCommits(runner: GitRunner, repo: Repo, db: DB, id: string
  */
 async function byAncestry(runner: GitRunner, repo: Repo, versions: readonly SegmentVersion[], more: readonly SegmentVersion[]): Promise<SegmentVersion[]> {
   const out = [...versions];
-  const isAncestor = async (a: string, b: string) => (await runner.run(['merge-base', '--is-ancestor', a, b], { cwd: repo.vault, env: repo.env })).code === 0;
   for (const v of more) {
     let lo = 0;
     let hi = out.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (await isAncestor(out[mid]!.commit, v.commit)) hi = mid;
+      if ((await isAncestor(runner, repo, out[mid]!.commit, v.commit)) === true) hi = mid;
       else lo = mid + 1;
     }
     out.splice(lo, 0, v);
