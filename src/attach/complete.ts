@@ -22,13 +22,13 @@
  * at their installed path.
  */
 import { existsSync, renameSync, statSync } from 'node:fs';
-import { dirname, join, posix } from 'node:path';
+import { dirname, join } from 'node:path';
 import { KnowledgeError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { parsePartition, partitionDir } from '../store/layout.js';
 import { atomicWrite, fsyncDir, mkdirDurable, requireWritable, vaultFileHolds } from '../fsutil.js';
 import { detectMedia, belongsInHistory } from '../evidence/media.js';
-import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, sourcePutBack, refuseOccupiedSourcePaths, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, sourceInserter, type RetainedSource } from '../evidence/source.js';
+import { sourceIdFor, retainedFileName, sourcePaths, descriptorText, sourcePutBack, refuseOccupiedSourcePaths, ignoreBeside, EXCLUDED_GITIGNORE, RETAINED_SOURCE_COLUMNS, SOURCE_FORMAT, sourceInserter, type RetainedSource } from '../evidence/source.js';
 import { fingerprintOf, statFingerprint, upsertVaultFile, type Fingerprint } from '../store/vault-files.js';
 import { enqueueBatch } from '../checkpoint/outbox.js';
 import type { BatchChange } from '../git/types.js';
@@ -97,7 +97,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   const target = join(store.paths.vault, path);
   const kept = existing ? join(store.paths.vault, existing.path) : null;
   // Never through a symbolic link out of (or around) the vault, never over a folder or FIFO [PUB-3].
-  const keptIgnore = existing && existing.in_history === 0 ? `${posix.dirname(existing.path)}/.gitignore` : null;
+  const keptIgnore = existing && existing.in_history === 0 ? ignoreBeside(existing.path) : null;
   for (const rel of [path, descriptorPath, `${dir}/.gitignore`, ...(existing ? [existing.path] : []), ...(keptIgnore ? [keptIgnore] : [])]) {
     requireWritable(store.paths.vault, rel, { hash: false });
   }
@@ -187,11 +187,7 @@ function settle(store: Store, row: AttachmentRow, part: string, now: string): At
   return acknowledge(store, row, planned, files, now);
 }
 
-/**
- * Whether another request for the same bytes in this partition was cut short after its install: every byte
- * received and its partial file renamed away (into the source's path, which this request then completes from).
- * A refused or unfinished upload still has its partial file; an empty one never had one, so never counts.
- */
+/** Whether another request for the same bytes in this partition was cut short after its install (installedUploads). */
 function installedByAnother(store: Store, row: AttachmentRow): boolean {
   return installedUploads(store, row.partition, row.sha256).some((id) => id !== row.attachment_id);
 }

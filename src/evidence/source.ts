@@ -92,16 +92,26 @@ export interface SourceAttribution {
   at: string;
 }
 
-/** A new `sources` row: what a publication, an attachment or a scan's adoption records. */
-export interface NewSource {
-  partition: string;
+/** A source's bytes and where its files lie: what a new `sources` row and a publication's plan both name. */
+export interface SourceFiles {
   sourceId: string;
   sha256: string;
   size: number;
   mediaType: string;
+  /** The retained original. */
   path: string;
   descriptorPath: string;
   inHistory: boolean;
+}
+
+/** The `.gitignore` beside an original kept out of history, which keeps it out of your own commits too. */
+export function ignoreBeside(originalPath: string): string {
+  return `${posix.dirname(originalPath)}/.gitignore`;
+}
+
+/** A new `sources` row: what a publication, an attachment or a scan's adoption records. */
+export interface NewSource extends SourceFiles {
+  partition: string;
   attributions: readonly SourceAttribution[];
   createdAt: string;
   /** The descriptor's exact bytes (migration 018). */
@@ -185,7 +195,7 @@ export function sourcePutBack(vault: string, existing: RetainedSource, what: str
   const out: SourcePutBack = { original: false, gitignore: null, descriptor: null };
   if (!onDiskAt(join(vault, existing.path))) {
     out.original = true;
-    const ignore = `${posix.dirname(existing.path)}/.gitignore`;
+    const ignore = ignoreBeside(existing.path);
     if (existing.in_history === 0 && !onDiskAt(join(vault, ignore))) out.gitignore = ignore;
   } else if (!vaultFileHolds(vault, existing.path, existing.sha256, existing.size)) {
     throw changedOriginal(what, existing.path, existing.source_id, then);

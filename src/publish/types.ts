@@ -1,4 +1,5 @@
 import type { PartitionId } from '../store/layout.js';
+import type { SourceFiles } from '../evidence/source.js';
 import type { RecordMeta } from '../records/types.js';
 import type { GitState } from '../git/types.js';
 
@@ -36,18 +37,10 @@ export interface PlannedRecord {
   body: string;
 }
 
-export interface PlannedSource {
-  sourceId: string;
-  sha256: string;
-  size: number;
-  mediaType: string;
-  path: string;
-  descriptorPath: string;
-  inHistory: boolean;
+export interface PlannedSource extends SourceFiles {
   attribution: string;
   /** The same bytes given again in this request with other attributions: each is kept too (absent in older journals). */
   moreAttributions?: string[];
-  isNew: boolean;
 }
 
 export interface PlannedFile {

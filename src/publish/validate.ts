@@ -137,7 +137,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
     if (existing) {
       s = {
         sourceId, sha256: sha, size: existing.size, mediaType: existing.media_type, path: existing.path,
-        descriptorPath: existing.descriptor_path, inHistory: existing.in_history === 1, attribution: ev.attribution ?? '', isNew: false,
+        descriptorPath: existing.descriptor_path, inHistory: existing.in_history === 1, attribution: ev.attribution ?? '',
       };
       // What of it was deleted by hand is installed again from these bytes and committed with this publication
       // (its deletion may be committed: a scan's, or the user's own; where it is not, the commit changes nothing
@@ -157,7 +157,7 @@ export function planPublication(store: Store, req: PublishRequest, ids: { reques
       refuseOccupiedSourcePaths(store.paths.vault, `evidence ${ev.name}`, partition, sourceId, [path, descriptorPath, ...(inHistory ? [] : [`${dir}/.gitignore`])], 'publish again');
       s = {
         sourceId, sha256: sha, size: ev.bytes.length, mediaType: media.mediaType, path, descriptorPath, inHistory,
-        attribution: ev.attribution ?? '', isNew: true,
+        attribution: ev.attribution ?? '',
       };
       addFile(path, ev.bytes, inHistory, null);
       addFile(descriptorPath, Buffer.from(descriptorText({

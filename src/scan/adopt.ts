@@ -30,7 +30,7 @@ import { installedUploads } from '../attach/partial.js';
 import { partitionOfPath, type PartitionId } from '../store/layout.js';
 import { vaultEntry } from '../fsutil.js';
 import { yaml } from '../yaml-lazy.js';
-import { EXCLUDED_GITIGNORE, SOURCE_FORMAT, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
+import { EXCLUDED_GITIGNORE, SOURCE_FORMAT, ignoreBeside, sourceIdFor, sourceInserter, type NewSource } from '../evidence/source.js';
 import { readStable } from './read.js';
 import type { GitRunner } from '../git/runner.js';
 import type { BatchChange } from '../git/types.js';
@@ -215,7 +215,6 @@ function descriptorProblem(d: unknown, sourceId: string, dir: string): string | 
 }
 
 const EXCLUDED_IGNORE = Buffer.from(EXCLUDED_GITIGNORE, 'utf8');
-const ignoreOf = (s: NewSource) => `${posix.dirname(s.path)}/.gitignore`;
 
 /**
  * Where the files of each adopted source are in history [GIT-9], decided
@@ -242,7 +241,7 @@ export async function placeAdoptions(store: Store, runner: GitRunner, a: Adoptio
   const tip = await peekBranchTip(vault);
   let entries: Map<string, { oid: string; mode: string }> | null = null;
   if (tip !== null && (await runner.detect()).ok) {
-    const t = await readTreeEntries(runner, vault, tip, a.sources.flatMap((s) => [s.descriptorPath, s.inHistory ? s.path : ignoreOf(s)]));
+    const t = await readTreeEntries(runner, vault, tip, a.sources.flatMap((s) => [s.descriptorPath, s.inHistory ? s.path : ignoreBeside(s.path)]));
     if (t.ok) entries = t.entries;
   }
   const format = tip !== null && tip.length === 64 ? 'sha256' : 'sha1';
@@ -265,8 +264,8 @@ export async function placeAdoptions(store: Store, runner: GitRunner, a: Adoptio
       files.push({ path: s.path, bytes: r.bytes });
     } else {
       // The .gitignore a publication commits beside an original kept out of history, when it is there as written.
-      const r = readStable(join(vault, ignoreOf(s)));
-      if (r.kind === 'ok' && r.bytes.equals(EXCLUDED_IGNORE)) files.push({ path: ignoreOf(s), bytes: r.bytes });
+      const r = readStable(join(vault, ignoreBeside(s.path)));
+      if (r.kind === 'ok' && r.bytes.equals(EXCLUDED_IGNORE)) files.push({ path: ignoreBeside(s.path), bytes: r.bytes });
     }
     if (tip !== null && files.every((f) => holds(f.path, f.bytes!))) {
       a.held.set(s.descriptorPath, tip);
