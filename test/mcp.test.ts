@@ -158,6 +158,19 @@ describe('knowledge mcp: launching and the tool list', () => {
     expect(cli(sb, ['receipt', '--store', 'st', rid]).code).toBe(0);
   });
 
+  it('[SURF-1] takes --json like every command: its stdout is JSON-RPC either way', () => {
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } };
+    const plain = cli(sb, ['mcp', '--store', 'st', '--agent', 'bot'], { input: JSON.stringify(init) + '\n' });
+    const json = cli(sb, ['mcp', '--store', 'st', '--agent', 'bot', '--json'], { input: JSON.stringify(init) + '\n' });
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stdout).toBe(plain.stdout);
+    expect((JSON.parse(json.stdout.trim()) as { id: number; result: { serverInfo: unknown } }).result.serverInfo).toBeDefined();
+    // A failure to start stays one line on stderr, stable code first.
+    const missing = cli(sb, ['mcp', '--store', 'nowhere', '--agent', 'bot', '--json'], { input: '' });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^E_UNAVAILABLE: [^\n]*\n$/);
+  });
+
   it('answers an unknown tool with a protocol error, not a crash', async () => {
     const s = await connect(['--agent', 'bot']);
     await expect(s.client.callTool({ name: 'knowledge_delete_everything', arguments: {} })).rejects.toThrow(/unknown tool/);

@@ -44,7 +44,7 @@ const USAGE = `usage:
   knowledge search  --store DIR [--mode all|any|phrase] [--kind K] [--tag T] [--lifecycle L] [--after DATE] [--before DATE] [--limit N] [--offset N] WORDS... [--json]
   knowledge list    --store DIR [--partition ID] [--kind K] [--type T] [--tag T] [--lifecycle L] [--limit N] [--offset N | --cursor C] [--json]
   knowledge serve   --store DIR [--host 127.0.0.1] [--port 8484] [--token T] [--json]
-  knowledge mcp     --store DIR --agent ID [--session ID] [--sandboxed] [--root DIR]
+  knowledge mcp     --store DIR --agent ID [--session ID] [--sandboxed] [--root DIR] [--json]
   knowledge demo [DIR] [--port N]
 --store may be replaced by KNOWLEDGE_STORE.`;
 
@@ -521,7 +521,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         return 0;
       }
       case 'mcp': {
-        // [SURF-3] agent tools over MCP stdio; stdout is the protocol channel from here on.
+        // [SURF-3] agent tools over MCP stdio; stdout is the protocol channel from here on. [SURF-1] --json is accepted
+        // and changes nothing: what mcp writes on stdout is always JSON (JSON-RPC), its failures one line on stderr.
         const { values, positionals } = parse(rest, {
           agent: { type: 'string' }, session: { type: 'string' }, sandboxed: { type: 'boolean' }, root: { type: 'string' },
         });
