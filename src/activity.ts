@@ -94,7 +94,10 @@ function compareActivity(a: ActivityPlace, b: ActivityPlace): number {
   return a.rank - b.rank || b.rowid - a.rowid;
 }
 
-interface PublicationRow { publication_id: string; created_at: string; actor: string; partition: string; batch_id: number | null; status: string; failure: string | null }
+interface PublicationRow {
+  publication_id: string; created_at: string; actor: string; partition: string; batch_id: number | null; status: string; failure: string | null;
+  record_count: number | null; first_title: unknown;
+}
 
 /**
  * `limit` entries after the first `offset` of those after `after` (from the
@@ -109,7 +112,10 @@ export function activityPage(db: DB, limit: number, offset: number, after: Activ
 }
 
 function entryOf(db: DB, kind: ActivityKind, rowid: number): Omit<ActivityEntry, 'cursor'> {
-  const row = db.prepare(`SELECT * FROM ${TABLES[kind]} WHERE rowid = ?`).get(rowid);
+  // A publication's records: how many, and the first one's title as published (read from its plan by SQLite, which
+  // never hands the whole plan of a large publication to JavaScript).
+  const extra = kind === 'publication' ? ", json_array_length(plan, '$.records') AS record_count, json_extract(plan, '$.records[0].meta.title') AS first_title" : '';
+  const row = db.prepare(`SELECT *${extra} FROM ${TABLES[kind]} WHERE rowid = ?`).get(rowid);
   if (kind === 'publication') return publicationEntry(db, row as PublicationRow);
   if (kind === 'attachment') return attachmentEntry(db, row as AttachmentRow);
   return scanEntry(db, row as ScanRow);
@@ -122,7 +128,8 @@ function publicationEntry(db: DB, r: PublicationRow): Omit<ActivityEntry, 'curso
     createdAt: r.created_at,
     actor: r.actor,
     git: publicationGitState(db, r),
-    detail: { partition: r.partition, status: r.status },
+    // records and title (the first record's, as published) say what was published, in Activity's lists.
+    detail: { partition: r.partition, status: r.status, records: r.record_count ?? 0, ...(typeof r.first_title === 'string' ? { title: r.first_title } : {}) },
   };
 }
 

@@ -243,6 +243,8 @@ describe('the Knowledge page in chromium', () => {
     await entry.waitFor();
     expect(await entry.getAttribute('data-state')).toBe('pending');
     expect(await entry.locator('.state-chip').textContent()).toBe('pending · locked');
+    // What was published, in words: the record's title and partition.
+    expect(await entry.locator('h3').textContent()).toBe('publication Published “Written while Git was locked” in private');
     expect(await entry.locator('.reason-text').textContent()).toContain('index.lock');
     expect(await entry.locator('.hint').textContent()).toContain('delete the file');
     await shot('activity-pending');

@@ -417,6 +417,30 @@ describe('[SURF-2] tokens, hosts and the page', () => {
     expect((await app.request('/')).status).toBe(200);
   });
 
+  it('Activity says what each entry was: a publication\'s record count and first title, an attachment\'s file name, a scan\'s counts (JSON, HTTP and the CLI\'s text)', async () => {
+    writeFileSync(join(sb.dir, 'w1.md'), '---\nkind: page\ntitle: "Two  words  and more"\n---\nx\n');
+    writeFileSync(join(sb.dir, 'w2.md'), '---\nkind: page\ntitle: Second of two\n---\nx\n');
+    const pub = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', 'w1.md', 'w2.md']).stdout) as { publicationId: string };
+    writeFileSync(join(sb.dir, 'w3.md'), '---\nkind: page\ntitle: Alone\n---\nx\n');
+    const alone = JSON.parse(cli(sb, ['publish', '--store', 'st', '--json', '--partition', 'conversation:c1', 'w3.md']).stdout) as { publicationId: string };
+    writeFileSync(join(sb.dir, 'notes.txt'), 'n');
+    expect(cli(sb, ['attach', '--store', 'st', 'notes.txt']).code).toBe(0);
+    writeFileSync(join(sb.dir, 'st', 'vault', 'private', 'by-hand.md'), '---\nkind: page\ntitle: By hand\n---\nx\n');
+    expect(cli(sb, ['scan', '--store', 'st', '--partition', 'private']).code).toBe(0);
+    const app = createApp(openService());
+    const entries = (await json(app.request('/api/activity?limit=4'))).body as unknown as Array<{ id: string; kind: string; detail: Record<string, unknown> }>;
+    expect(entries.map((e) => e.kind)).toEqual(['scan', 'attachment', 'publication', 'publication']);
+    expect(entries[2]).toMatchObject({ id: alone.publicationId, detail: { partition: 'conversation:c1', records: 1, title: 'Alone' } });
+    // The title exactly as published, in JSON.
+    expect(entries[3]).toMatchObject({ id: pub.publicationId, detail: { partition: 'private', records: 2, title: 'Two  words  and more' } });
+    const text = cli(sb, ['activity', '--store', 'st', '--limit', '4']).stdout.split('\n');
+    expect(text[0]).toMatch(/ scan .* external baseline of private: 1 added {2}committed [0-9a-f]{40}$/);
+    expect(text[1]).toMatch(/ attachment .* operator notes\.txt in private {2}committed [0-9a-f]{40}$/);
+    expect(text[2]).toMatch(/ publication .* operator “Alone” in conversation:c1 {2}committed [0-9a-f]{40}$/);
+    // On one line: runs of white space are one space.
+    expect(text[3]).toContain(' operator “Two words and more” and 1 more in private  committed ');
+  });
+
   it('Activity pages reach every entry: limit and offset, newest first, each entry once', async () => {
     for (let k = 0; k < 5; k++) {
       writeFileSync(join(sb.dir, `act${k}.md`), `---\nkind: page\ntitle: Activity ${k}\n---\nx\n`);

@@ -18,6 +18,7 @@ import { refuseControlInPath } from '../attach/file-source.js';
 // MCP or read-side rendering code.
 import type { KnowledgeService } from '../service.js';
 import type { GitState } from '../git/types.js';
+import type { ActivityEntry } from '../activity.js';
 import type { PublicationReceipt } from '../publish/types.js';
 import type { Caller } from '../access.js';
 import type { AttachmentReceipt } from '../attach/types.js';
@@ -113,6 +114,27 @@ export function formatGit(git: GitState): string {
     case 'unavailable':
       return `unavailable: ${shown(git.reason)}`;
   }
+}
+
+/** What an Activity entry was, in a few words and two spaces after them (empty when nothing is known): its text line. */
+function activityWhat(e: ActivityEntry): string {
+  const d = e.detail ?? {};
+  const clip = (t: string): string => {
+    const points = Array.from(t.replace(/\s+/g, ' '));
+    return points.length > 60 ? `${points.slice(0, 59).join('')}…` : points.join('');
+  };
+  let what = '';
+  if (e.kind === 'publication' && typeof d.title === 'string') {
+    const more = typeof d.records === 'number' && d.records > 1 ? ` and ${d.records - 1} more` : '';
+    what = `“${clip(d.title)}”${more} in ${String(d.partition)}`;
+  } else if (e.kind === 'attachment' && typeof d.filename === 'string') {
+    what = `${clip(d.filename)} in ${String(d.partition)}`;
+  } else if (e.kind === 'scan') {
+    const counts = (['added', 'modified', 'deleted', 'renamed'] as const).filter((k) => typeof d[k] === 'number' && d[k] > 0).map((k) => `${String(d[k])} ${k}`);
+    const where = d.partition === 'all' ? 'every partition' : String(d.partition);
+    what = `${d.baseline ? 'baseline of' : 'of'} ${where}${counts.length ? `: ${counts.join(', ')}` : ''}`;
+  }
+  return what ? `${shown(what)}  ` : '';
 }
 
 function renderPublication(r: PublicationReceipt): string {
@@ -419,7 +441,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv = process.env, 
         const asked = await withService(out, dir, false, 'knowledge activity', env, (s) => s.activity(limit + 1, offset, cursor));
         const entries = asked.slice(0, limit);
         const empty = cursor !== undefined ? 'nothing older than this cursor\n' : offset ? 'no entries this far back\n' : 'no activity yet\n';
-        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${shown(e.id)}  ${e.actor.padEnd(8)} ${formatGit(e.git)}\n`).join('') || empty);
+        emit(Boolean(values.json), entries, entries.map((e) => `${e.createdAt}  ${e.kind.padEnd(11)} ${shown(e.id)}  ${e.actor.padEnd(8)} ${activityWhat(e)}${formatGit(e.git)}\n`).join('') || empty);
         // Older entries are a page further: said where a person reads, never inside --json output.
         if (asked.length > limit) {
           const next = `--cursor ${entries[entries.length - 1]!.cursor}`;

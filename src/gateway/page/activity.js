@@ -50,7 +50,10 @@ const isRetryable = (e) => isIssue(e) && e.git.code !== 'abandoned';
 
 function entryTitle(e) {
   const d = e.detail ?? {};
-  if (e.kind === 'publication') return `Publication${d.partition ? ` in ${d.partition}` : ''}`;
+  if (e.kind === 'publication') {
+    const what = typeof d.title === 'string' ? `Published “${d.title}”${d.records > 1 ? ` and ${d.records - 1} more` : ''}` : 'Publication';
+    return `${what}${d.partition ? ` in ${d.partition}` : ''}`;
+  }
   if (e.kind === 'attachment') return `Attachment${d.filename ? ` ${d.filename}` : ''}`;
   const counts = ['added', 'modified', 'deleted', 'renamed'].filter((k) => d[k]).map((k) => `${d[k]} ${k}`).join(', ');
   return `Scan${d.partition ? ` of ${d.partition}` : ''}${d.baseline ? ' (baseline)' : ''}${counts ? `: ${counts}` : ''}`;
