@@ -117,7 +117,9 @@ describe('knowledge mcp: launching and the tool list', () => {
     expect(closed.stdout).toBe('');
     const missing = cli(sb, ['mcp', '--store', 'nowhere', '--agent', 'bot'], { input: '' });
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^E_UNAVAILABLE: /);
+    expect(missing.stderr).toMatch(/^E_UNAVAILABLE: no store at .*nowhere \(create one with: knowledge init nowhere\)\n$/);
+    // [LAY-3] only init creates a store (README): an agent's launch creates nothing.
+    expect(existsSync(join(sb.dir, 'nowhere'))).toBe(false);
   });
 
   it.skipIf(NO_UNPRIVILEGED)(`a registry that cannot be kept where KNOWLEDGE_HOME (or HOME) says is E_UNAVAILABLE at launch, naming KNOWLEDGE_HOME ${UNPRIVILEGED_NOTE}`, () => {
