@@ -14,7 +14,7 @@ import { batchGitState } from './checkpoint/outbox.js';
 import type { GitState } from './git/types.js';
 import { attachmentEntry } from './attach/receipt.js';
 import type { AttachmentRow } from './attach/upload.js';
-import { scanEntry, type ScanRow } from './scan/receipt.js';
+import { SCAN_COUNTS_COLUMNS, scanEntry, type ScanCountsRow } from './scan/receipt.js';
 
 export interface ActivityEntry {
   kind: 'publication' | 'attachment' | 'scan';
@@ -114,11 +114,13 @@ export function activityPage(db: DB, limit: number, offset: number, after: Activ
 function entryOf(db: DB, kind: ActivityKind, rowid: number): Omit<ActivityEntry, 'cursor'> {
   // A publication's records: how many, and the first one's title as published (read from its plan by SQLite, which
   // never hands the whole plan of a large publication to JavaScript).
-  const extra = kind === 'publication' ? ", json_array_length(plan, '$.records') AS record_count, json_extract(plan, '$.records[0].meta.title') AS first_title" : '';
-  const row = db.prepare(`SELECT *${extra} FROM ${TABLES[kind]} WHERE rowid = ?`).get(rowid);
+  // A scan by its counts, never its receipt (a baseline's lists every file it added).
+  const columns = kind === 'publication' ? "*, json_array_length(plan, '$.records') AS record_count, json_extract(plan, '$.records[0].meta.title') AS first_title"
+    : kind === 'scan' ? SCAN_COUNTS_COLUMNS : '*';
+  const row = db.prepare(`SELECT ${columns} FROM ${TABLES[kind]} WHERE rowid = ?`).get(rowid);
   if (kind === 'publication') return publicationEntry(db, row as PublicationRow);
   if (kind === 'attachment') return attachmentEntry(db, row as AttachmentRow);
-  return scanEntry(db, row as ScanRow);
+  return scanEntry(db, row as ScanCountsRow);
 }
 
 function publicationEntry(db: DB, r: PublicationRow): Omit<ActivityEntry, 'cursor'> {

@@ -190,3 +190,11 @@ export function unprivilegedCli(sb: Sandbox, what: string, uid = 65534): ((args:
     return { code: r.status, stdout: r.stdout, stderr: r.stderr + (r.signal ? `[signal ${r.signal}] ${r.error ?? ''}` : '') };
   };
 }
+
+/**
+ * Undo migration 023's columns (a store as a Knowledge before it left one), for tests that set `user_version` back
+ * to an earlier migration: the migrations after it run again, and 023 adds these columns.
+ */
+export function dropScanCounts(db: { exec(sql: string): unknown }): void {
+  for (const c of ['baseline', 'added_count', 'modified_count', 'deleted_count', 'renamed_count', 'diagnostics_count']) db.exec(`ALTER TABLE scans DROP COLUMN ${c}`);
+}

@@ -8,7 +8,7 @@ import { copyFileSync, writeFileSync, appendFileSync, mkdirSync, readFileSync, r
 import { dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
-import { makeSandbox, cli, userGit, type Sandbox } from './helpers.js';
+import { makeSandbox, cli, dropScanCounts, userGit, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
@@ -1043,6 +1043,7 @@ describe('[READ-2] history from the vault\'s Git history', () => {
     d.exec('DROP TABLE scan_blocked_claims');
     d.exec('ALTER TABLE sources DROP COLUMN descriptor'); // 018
     d.exec('DROP TABLE record_revision_floors'); // 019
+    dropScanCounts(d); // 023
     d.pragma('user_version = 16');
     d.close();
     writeFileSync(join(vault, first.path), text);

@@ -13,7 +13,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSyn
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
-import { cli, makeSandbox, unprivilegedCli, UNPRIVILEGED_NOTE, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { cli, dropScanCounts, makeSandbox, unprivilegedCli, UNPRIVILEGED_NOTE, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 
 let sb: Sandbox;
@@ -215,6 +215,7 @@ describe('[SCAN-1, REC-3] a scan adopts retained evidence the store does not kno
     const db = new Database(join(sb.dir, 'kb2', 'state.sqlite'));
     db.prepare('DELETE FROM sources').run();
     db.prepare('UPDATE vault_files SET racy = 0').run();
+    dropScanCounts(db); // 023
     db.pragma('user_version = 20');
     db.close();
     const r = scan();

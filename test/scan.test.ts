@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { storeSandbox, cli, cliPath, racingGit, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, userGit, userGitRaw, type Sandbox } from './helpers.js';
+import { storeSandbox, cli, cliPath, dropScanCounts, racingGit, NO_UNPRIVILEGED, UNPRIVILEGED_NOTE, unprivilegedCli, userGit, userGitRaw, type Sandbox } from './helpers.js';
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
@@ -917,6 +917,62 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(diags).toHaveLength(50);
     expect(diags[0]).toBe('  broken-envelope: private/notes/n58.md: missing frontmatter: a record must begin with a "---" line');
     expect(again).toContain('  59 unchanged, 1 read, 60 diagnostics');
+  });
+
+  it('a kept receipt holds at most 200 diagnostics, changed files\' first, and counts the rest; Activity reads a scan\'s counts, never its receipt (migration 023)', () => {
+    // 250 notes written by hand: a standing diagnostic each, listed by every scan's answer.
+    for (let i = 0; i < 250; i++) put(`private/notes/n${String(i).padStart(3, '0')}.md`, `---\ntitle: Note ${i}\n---\nbody ${i}\n`);
+    expect(scan().diagnostics).toHaveLength(250);
+    put('private/notes/n249.md', 'now without frontmatter\n');
+    const live = scan();
+    expect(live.diagnostics).toHaveLength(250);
+    const kept = JSON.parse(cli(sb, ['receipt', '--store', 'st', '--json', live.scanId]).stdout) as Receipt & { diagnosticsOmitted?: number };
+    expect(kept.diagnostics).toHaveLength(200);
+    expect(kept.diagnosticsOmitted).toBe(50);
+    expect(kept.diagnostics[0]).toMatchObject({ path: 'private/notes/n249.md', code: 'broken-envelope' });
+    expect(kept.modified).toEqual(['private/notes/n249.md']);
+    const text = cli(sb, ['receipt', '--store', 'st', live.scanId]).stdout.trimEnd().split('\n');
+    expect(text).toContain('  249 unchanged, 1 read, 250 diagnostics');
+    expect(text).toContain('  ... and 150 more diagnostics (--json lists every one)');
+    expect(text).toContain('  ... and 50 more standing diagnostics, not kept with this receipt (knowledge scan lists those standing now)');
+    // Each kept receipt is the same size however many notes stand: a vault of notes no longer grows state.sqlite by
+    // every note with every scan.
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    try {
+      const sizes = db.prepare('SELECT length(receipt) FROM scans ORDER BY created_at').pluck().all() as number[];
+      expect(sizes).toHaveLength(2);
+      expect(sizes[1]!).toBeLessThan(200 * 400);
+      // Activity's counts come from the row's columns: a receipt that could not be parsed does not matter to it.
+      db.prepare("UPDATE scans SET receipt = '{' WHERE scan_id = ?").run(live.scanId);
+    } finally {
+      db.close();
+    }
+    const act = cli(sb, ['activity', '--store', 'st', '--json', '--limit', '1']);
+    expect(act.code, act.stderr).toBe(0);
+    expect((JSON.parse(act.stdout) as Array<{ id: string; detail: object }>)[0]).toMatchObject({
+      id: live.scanId, detail: { baseline: false, added: 0, modified: 1, deleted: 0, renamed: 0, diagnostics: 250 },
+    });
+  });
+
+  it('migration 023 gives the scans kept before it their counts and cuts their receipts to 200 diagnostics', () => {
+    for (let i = 0; i < 210; i++) put(`private/notes/n${String(i).padStart(3, '0')}.md`, `---\ntitle: Note ${i}\n---\nbody ${i}\n`);
+    const first = scan();
+    put('private/notes/n000.md', 'edited\n');
+    const second = scan();
+    // As a Knowledge before migration 023 kept them: every diagnostic in the receipt, no count columns.
+    const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
+    db.prepare('UPDATE scans SET receipt = ? WHERE scan_id = ?').run(JSON.stringify({ ...first, git: null }), first.scanId);
+    db.prepare('UPDATE scans SET receipt = ? WHERE scan_id = ?').run(JSON.stringify({ ...second, git: null }), second.scanId);
+    dropScanCounts(db);
+    db.pragma('user_version = 22');
+    db.close();
+    const act = JSON.parse(cli(sb, ['activity', '--store', 'st', '--json']).stdout) as Array<{ id: string; detail: object }>;
+    expect(act.find((e) => e.id === first.scanId)).toMatchObject({ detail: { baseline: true, added: 210, modified: 0, diagnostics: 210 } });
+    expect(act.find((e) => e.id === second.scanId)).toMatchObject({ detail: { baseline: false, added: 0, modified: 1, diagnostics: 210 } });
+    const kept = JSON.parse(cli(sb, ['receipt', '--store', 'st', '--json', first.scanId]).stdout) as Receipt & { diagnosticsOmitted?: number };
+    expect(kept.diagnostics).toEqual(first.diagnostics.slice(0, 200));
+    expect(kept.diagnosticsOmitted).toBe(10);
+    expect(kept.added).toEqual(first.added);
   });
 
   it('a reference fixed by a later publication is re-checked by the next scan', () => {

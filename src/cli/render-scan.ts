@@ -1,6 +1,7 @@
 /** Human rendering of a scan receipt (the `--json` form is the receipt itself, Appendix A). */
 import type { GitState } from '../git/types.js';
 import type { ScanReceipt } from '../scan/types.js';
+import { diagnosticsChangedFirst } from '../scan/diagnostics-order.js';
 // Names as a terminal may show them: a file name with a line break is reported as invalid-name, and shown as `\x0a`.
 import { shown } from './shown.js';
 
@@ -24,11 +25,12 @@ export function renderScan(r: ScanReceipt, formatGit: (g: GitState) => string): 
   list(r.renamed, 'renamed', (x) => `  renamed   ${shown(x.from)} -> ${shown(x.to)}${x.edited ? ' (and edited)' : ''}`);
   list(r.deleted, 'deleted', (p) => `  deleted   ${shown(p)}`);
   list(r.adopted ?? [], 'adopted', (x) => `  adopted   source ${x.sourceId} (${shown(x.path)}): found on disk, unknown to the store`);
-  lines.push(`  ${r.unchanged} unchanged, ${r.hashed} read${r.diagnostics.length > 0 ? `, ${r.diagnostics.length} diagnostic${r.diagnostics.length === 1 ? '' : 's'}` : ''}`);
+  const omitted = r.diagnosticsOmitted ?? 0;
+  const found = r.diagnostics.length + omitted;
+  lines.push(`  ${r.unchanged} unchanged, ${r.hashed} read${found > 0 ? `, ${found} diagnostic${found === 1 ? '' : 's'}` : ''}`);
   // Diagnostics of files this scan found changed come first; standing ones (files unchanged since an earlier scan) after.
-  const changed = new Set([...r.added, ...r.modified, ...r.renamed.map((x) => x.to)]);
-  const diagnostics = [...r.diagnostics.filter((d) => changed.has(d.path)), ...r.diagnostics.filter((d) => !changed.has(d.path))];
-  list(diagnostics, 'diagnostics', (d) => `  ${d.code}: ${shown(d.path)}: ${shown(d.reason)}`);
+  list(diagnosticsChangedFirst(r), 'diagnostics', (d) => `  ${d.code}: ${shown(d.path)}: ${shown(d.reason)}`);
+  if (omitted > 0) lines.push(`  ... and ${omitted} more standing diagnostics, not kept with this receipt (knowledge scan lists those standing now)`);
   // Changes and no checkpoint: the branch's tip already held every one of them (scan/in-history.ts).
   const changes = r.added.length + r.modified.length + r.renamed.length + r.deleted.length > 0;
   lines.push(`  git: ${r.git ? formatGit(r.git) : changes ? 'nothing to commit: the branch already holds these versions' : 'nothing to commit'}`);

@@ -17,6 +17,7 @@ import { isMarkdownPath } from './scope.js';
 import { deferReadIndex } from '../read/index-maintenance.js';
 import { UPSERT_VAULT_FILE, writeVaultFiles } from '../store/vault-files.js';
 import type { ReadFile, ScanDiagnostic, ScanPlan, ScanReceipt } from './types.js';
+import { keepScan } from './receipt.js';
 
 /** Record ids changing standing up to which references are re-checked only where they are held or linked to. */
 const NARROW_MAX_IDS = 1000;
@@ -169,8 +170,7 @@ export function applyScan(store: Store, a: ApplyInput): number | null {
     a.receipt.diagnostics = a.diagnostics(a.partitions);
     if (batchId !== null) {
       // Kept with its git state read live, so it outlives a crash before the commit [GIT-14].
-      db.prepare('INSERT INTO scans(scan_id, partition, caller, created_at, batch_id, receipt) VALUES (?, ?, ?, ?, ?, ?)')
-        .run(a.scanId, a.receipt.partition, a.callerLabel, a.createdAt, batchId, JSON.stringify({ ...a.receipt, git: null }));
+      keepScan(db, { scanId: a.scanId, partition: a.receipt.partition, caller: a.callerLabel, createdAt: a.createdAt, batchId }, a.receipt);
     }
     // A queued checkpoint keeps the staged bytes (the outbox reads them there); otherwise they go now.
     if (batchId === null) db.prepare('DELETE FROM scan_staging WHERE scan_id = ?').run(a.scanId);

@@ -10,8 +10,37 @@ import type { DB } from '../store/db.js';
 import { batchGitState } from '../checkpoint/outbox.js';
 import type { GitState } from '../git/types.js';
 import type { ScanReceipt } from './types.js';
+import { diagnosticsChangedFirst } from './diagnostics-order.js';
 
 export interface ScanRow { scan_id: string; partition: string; caller: string; created_at: string; batch_id: number | null; receipt: string }
+
+/** What Activity reads of a kept scan: its columns, never its receipt (migration 023). */
+export interface ScanCountsRow {
+  scan_id: string; partition: string; caller: string; created_at: string; batch_id: number | null;
+  baseline: number; added_count: number; modified_count: number; deleted_count: number; renamed_count: number; diagnostics_count: number;
+}
+export const SCAN_COUNTS_COLUMNS = 'scan_id, partition, caller, created_at, batch_id, baseline, added_count, modified_count, deleted_count, renamed_count, diagnostics_count';
+
+/**
+ * At most this many diagnostics are kept with a scan's receipt (migration 023): each scan lists every standing
+ * diagnostic, and a vault of hand-written notes has one per note, which kept in full would grow state.sqlite by
+ * megabytes with every scan that commits.
+ */
+export const KEPT_DIAGNOSTICS = 200;
+
+/**
+ * Keep a scan that queued a checkpoint [GIT-14]: its receipt (its Git state is read live) with at most
+ * KEPT_DIAGNOSTICS diagnostics, those of the files it found changed first, and its counts for Activity.
+ */
+export function keepScan(db: DB, row: { scanId: string; partition: string; caller: string; createdAt: string; batchId: number }, receipt: ScanReceipt): void {
+  const all = receipt.diagnostics;
+  const diagnostics = all.length > KEPT_DIAGNOSTICS ? diagnosticsChangedFirst(receipt).slice(0, KEPT_DIAGNOSTICS) : all;
+  const kept: ScanReceipt = { ...receipt, git: null, diagnostics, ...(all.length > diagnostics.length ? { diagnosticsOmitted: all.length - diagnostics.length } : {}) };
+  db.prepare(`INSERT INTO scans(scan_id, partition, caller, created_at, batch_id, receipt,
+      baseline, added_count, modified_count, deleted_count, renamed_count, diagnostics_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+    .run(row.scanId, row.partition, row.caller, row.createdAt, row.batchId, JSON.stringify(kept), receipt.baseline ? 1 : 0,
+      receipt.added.length, receipt.modified.length, receipt.deleted.length, receipt.renamed.length, all.length);
+}
 
 function refresh(db: DB, row: ScanRow): ScanReceipt {
   const r = JSON.parse(row.receipt) as ScanReceipt;
@@ -36,8 +65,7 @@ export interface ScanActivity {
 }
 
 /** A scan's activity entry (src/activity.ts reads the rows). */
-export function scanEntry(db: DB, row: ScanRow): ScanActivity {
-  const r = JSON.parse(row.receipt) as ScanReceipt;
+export function scanEntry(db: DB, row: ScanCountsRow): ScanActivity {
   return {
     kind: 'scan' as const,
     id: row.scan_id,
@@ -47,12 +75,12 @@ export function scanEntry(db: DB, row: ScanRow): ScanActivity {
     detail: {
       partition: row.partition,
       caller: row.caller,
-      baseline: r.baseline,
-      added: r.added.length,
-      modified: r.modified.length,
-      deleted: r.deleted.length,
-      renamed: r.renamed.length,
-      diagnostics: r.diagnostics.length,
+      baseline: row.baseline === 1,
+      added: row.added_count,
+      modified: row.modified_count,
+      deleted: row.deleted_count,
+      renamed: row.renamed_count,
+      diagnostics: row.diagnostics_count,
     },
   };
 }

@@ -354,8 +354,9 @@ function canSeeBatch(store: Store, caller: Caller, w: { kind: RetriedCheckpoint[
   if (w.kind === 'publication') partitions = db.prepare('SELECT partition FROM publications WHERE publication_id = ?').pluck().all(w.ref_id) as string[];
   else if (w.kind === 'attachment') partitions = db.prepare('SELECT partition FROM attachments WHERE attachment_id = ?').pluck().all(w.ref_id) as string[];
   else {
-    const receipt = db.prepare('SELECT receipt FROM scans WHERE scan_id = ?').pluck().get(w.ref_id) as string | undefined;
-    partitions = receipt ? ((JSON.parse(receipt) as { partitions?: string[] }).partitions ?? []) : [];
+    // Its walked partitions only: the receipt itself may list a baseline's every file.
+    const walked = db.prepare("SELECT json_extract(receipt, '$.partitions') FROM scans WHERE scan_id = ?").pluck().get(w.ref_id) as string | null | undefined;
+    partitions = typeof walked === 'string' ? (JSON.parse(walked) as string[]) : [];
   }
   return partitions.length > 0 && partitions.every((p) => canAccessPartition(caller, p));
 }

@@ -136,6 +136,11 @@ export interface ScanReceipt {
   hashed: number;
   diagnostics: ScanDiagnostic[];
   /**
+   * Only in a receipt read back later (`receipt SCAN_ID`): how many of the diagnostics the scan answered with were
+   * not kept with it (a kept receipt holds at most KEPT_DIAGNOSTICS, src/scan/receipt.ts). Absent when none were cut.
+   */
+  diagnosticsOmitted?: number;
+  /**
    * Sources found on disk that the store did not know, adopted by this scan (scan/adopt.ts): their ids and retained
    * paths. Present only when the scan adopted some.
    */

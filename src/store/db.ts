@@ -29,9 +29,10 @@ import m019 from './migrations/019-revision-floors.js';
 import m020 from './migrations/020-publications-created.js';
 import m021 from './migrations/021-unknown-descriptors.js';
 import m022 from './migrations/022-batch-files-path.js';
+import m023 from './migrations/023-scan-counts.js';
 
 /** Versioned migrations: index i upgrades user_version i -> i+1. Append only; one file each. */
-const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016, m017, m018, m019, m020, m021, m022];
+const migrations: string[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012, m013, m014, m015, m016, m017, m018, m019, m020, m021, m022, m023];
 
 export const SCHEMA_VERSION = migrations.length;
 
