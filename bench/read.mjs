@@ -127,6 +127,10 @@ try {
   const lt = [];
   for (let k = 0; k < SAMPLES / 5; k++) lt.push(time(() => svc.listRecords(OP, { tag: TAGS[k % TAGS.length], limit: 100 }))[0]);
   report('listRecords (tag filter)', lt);
+  // An agent with a session reads private and its conversation: two partitions, merged page by page.
+  const la = [];
+  for (let k = 0; k < SAMPLES / 5; k++) la.push(time(() => svc.listRecords(agent, { limit: 100, offset: k % 2 ? 0 : Math.floor(rand() * 100) * 100 }))[0]);
+  report('listRecords as an agent (private + S1; first or random page)', la);
   // The last pages of the inventory, by offset (a position: the index is
   // counted up to it) and by cursor (the index seeks to it), side by side at
   // the same places.

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import Database from 'better-sqlite3';
 import { migrate, type DB } from '../store/db.js';
 import { KnowledgeError } from '../errors.js';
-import { listRecords } from './inventory.js';
+import { listRecords, pageQuery } from './inventory.js';
 import { parseListQuery } from './query.js';
 import type { ListQuery } from './types.js';
 import { UPDATED_ORDER, afterClause } from './summary.js';
@@ -203,5 +203,56 @@ describe('[READ-1] a cursor walk of the inventory beside writers', () => {
     const plan = db.prepare(`EXPLAIN QUERY PLAN SELECT r.id FROM records r WHERE ${after.sql} ORDER BY ${UPDATED_ORDER} LIMIT 5`)
       .all(...after.params) as Array<{ detail: string }>;
     expect(plan.map((p) => p.detail).join('\n')).toMatch(/USING (COVERING )?INDEX records_updated \(<expr><\?\)/);
+  });
+});
+
+describe('[READ-1][SURF-3] the inventory of several partitions (an agent with a session)', () => {
+  const PARTS = ['private', 'conversation:s1', 'conversation:s2'] as const;
+  const rows = fc.uniqueArray(fc.record({ n: fc.nat({ max: 400 }), part: fc.constantFrom(...PARTS), at: fc.nat({ max: 5 }), claim: fc.boolean() }),
+    { selector: (r) => r.n, maxLength: 60 });
+
+  function fill(recs: Array<{ n: number; part: string; at: number; claim: boolean }>): void {
+    const ins = db.prepare(`INSERT INTO records(id, partition, path, kind, title, revision, lifecycle, sha256, recorded_at, updated_at, aliases, tags, meta, body)
+      VALUES (?, ?, ?, ?, ?, 1, 'active', 'x', ?, ?, '[]', '[]', '{}', '')`);
+    for (const r of recs) {
+      const id = `r${r.n}`;
+      ins.run(id, r.part, `${r.part}/pages/${id}.md`, r.claim ? 'claim' : 'page', id, instant(r.at), instant(r.at));
+    }
+  }
+
+  it('pages, by offset and by cursor, are the slices of every readable record in the order, with and without a column filter', () => {
+    fc.assert(fc.property(rows, fc.subarray([...PARTS], { minLength: 2 }), fc.integer({ min: 1, max: 7 }), fc.boolean(), (recs, readable, limit, claimsOnly) => {
+      db.exec('DELETE FROM records');
+      fill(recs);
+      const q = claimsOnly ? { kind: 'claim' as const } : {};
+      // What every readable record is, in the order (updated_at descending, then id), as the operator's list sees it.
+      const expected = listRecords(db, 'all', parseListQuery({ ...q, limit: 500 })).records
+        .filter((r) => (readable as string[]).includes(r.partition)).map((r) => r.id);
+      const byOffset: string[] = [];
+      for (let offset = 0; offset < expected.length + limit; offset += limit) {
+        const page = listRecords(db, readable, parseListQuery({ ...q, limit, offset }));
+        expect(page.total).toBe(expected.length);
+        byOffset.push(...page.records.map((r) => r.id));
+      }
+      expect(byOffset).toEqual(expected);
+      const byCursor: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = listRecords(db, readable, parseListQuery({ ...q, limit, ...(cursor ? { cursor } : {}) }));
+        byCursor.push(...page.records.map((r) => r.id));
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor);
+      expect(byCursor).toEqual(expected);
+    }), { seed: 20261208, numRuns: 150 });
+  });
+
+  it('reads each partition in order from records_partition_updated, at most the page\'s rows, and merges them (no sort of all their records)', () => {
+    const page = pageQuery(['private', 'conversation:s1'], [], [], null, 100, 0);
+    const plan = (db.prepare(`EXPLAIN QUERY PLAN ${page.sql}`).all(...page.params) as Array<{ detail: string }>).map((p) => p.detail);
+    expect(plan).toContain('MERGE (UNION ALL)');
+    expect(plan.filter((d) => d === 'SEARCH r USING INDEX records_partition_updated (partition=?)')).toHaveLength(2);
+    // Each partition's read stops at the page's rows.
+    expect(page.sql.match(/LIMIT \?\)/g)).toHaveLength(2);
+    expect(page.params).toEqual(['private', 100, 'conversation:s1', 100, 100, 0]);
   });
 });
