@@ -66,6 +66,16 @@ describe('planScan [SCAN-1]: classify by path, pair the rest into renames', () =
     ]);
   });
 
+  it('a file moved under its own name keeps it, though another new file of the same bytes sorts first', () => {
+    // A/x.md moved to x.md while A.md gets the same bytes: x.md is the move, A.md is new.
+    const plan = planScan([h('private/A.md', 's'), h('private/x.md', 's')], [m('private/A/x.md', 's')]);
+    expect(plan.renamed).toEqual([{ from: 'private/A/x.md', to: 'private/x.md' }]);
+    expect(plan.added).toEqual(['private/A.md']);
+    // The same folder before any other folder, whatever the order of the new files.
+    const byFolder = planScan([h('private/a/new1.md', 's'), h('private/b/new2.md', 's')], [m('private/b/old.md', 's'), m('private/c/old2.md', 's')]);
+    expect(byFolder.renamed).toEqual([{ from: 'private/c/old2.md', to: 'private/a/new1.md' }, { from: 'private/b/old.md', to: 'private/b/new2.md' }]);
+  });
+
   it('a record renamed and edited pairs by its id when the id is unambiguous', () => {
     const plan = planScan([h('private/new-name.md', 'v2', null, 'rec-1'), h('private/other.md', 'v9', null, 'rec-2'), h('private/twin.md', 'v8', null, 'rec-2')],
       [m('private/old-name.md', 'v1', 'rec-1'), m('private/gone.md', 'v7', 'rec-2')]);

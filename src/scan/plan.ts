@@ -66,23 +66,29 @@ export function planScan(hashed: readonly HashedFile[], missing: readonly Missin
   const pairedNew = new Set<string>();
   const pairedOld = new Set<string>();
 
-  // 1. Identical content. Among several candidates prefer the same file name, then the same folder.
+  // 1. Identical content. Pairs of the same file name first, then of the same folder, then any: each preference
+  // over every new file before the next, so a file moved under its own name is never taken by another new file of
+  // the same bytes that happens to sort first (A/x.md moved to x.md while A.md gets the same bytes).
   const goneBySha = new Map<string, MissingFile[]>();
   for (const g of gone) {
     const list = goneBySha.get(g.sha256);
     if (list) list.push(g);
     else goneBySha.set(g.sha256, [g]);
   }
-  for (const a of appeared) {
-    const candidates = goneBySha.get(a.sha256)?.filter((g) => !pairedOld.has(g.path));
-    if (!candidates || candidates.length === 0) continue;
-    const pick =
-      candidates.find((g) => baseName(g.path) === baseName(a.path)) ??
-      candidates.find((g) => dirName(g.path) === dirName(a.path)) ??
-      candidates[0]!;
-    pairedOld.add(pick.path);
-    pairedNew.add(a.path);
-    renamed.push({ from: pick.path, to: a.path });
+  const preferences: Array<(g: MissingFile, a: HashedFile) => boolean> = [
+    (g, a) => baseName(g.path) === baseName(a.path),
+    (g, a) => dirName(g.path) === dirName(a.path),
+    () => true,
+  ];
+  for (const prefer of preferences) {
+    for (const a of appeared) {
+      if (pairedNew.has(a.path)) continue;
+      const pick = goneBySha.get(a.sha256)?.find((g) => !pairedOld.has(g.path) && prefer(g, a));
+      if (!pick) continue;
+      pairedOld.add(pick.path);
+      pairedNew.add(a.path);
+      renamed.push({ from: pick.path, to: a.path });
+    }
   }
 
   // 2. The same record id, when exactly one gone file and one new file claim it.
