@@ -5,12 +5,17 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
+import fc from 'fast-check';
 import { migrate, type DB } from '../store/db.js';
 import { lookupRecord } from './lookup.js';
 import { searchRecords } from './search.js';
-import { findBacklinks, requireVisible } from './record.js';
+import { MAX_BACKLINKS, findBacklinks, requireVisible } from './record.js';
 import { listRecords } from './inventory.js';
-import { parseListQuery, parseSearchQuery } from './query.js';
+import { columnPhrase, parseListQuery, parseSearchQuery } from './query.js';
+import { bodyLinksTo } from './links.js';
+import { SUMMARY_COLUMNS, UPDATED_ORDER, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
+import type { PartitionId } from '../store/layout.js';
+import type { RecordSummary } from './types.js';
 
 let db: DB;
 beforeEach(() => {
@@ -234,5 +239,165 @@ describe('inventory by tag at scale', () => {
     }
     expect(paged).toEqual(all);
     expect(listRecords(db, 'all', parseListQuery({ tag: 'other' })).total).toBe(300);
+  });
+});
+
+/**
+ * findBacklinks as it was before it paged inside SQLite: every backlink id
+ * collected, every row read, sorted in JS by Date.parse(updated_at) then id.
+ * The reference its answers must equal.
+ */
+function referenceBacklinks(readable: 'all' | PartitionId[], id: string): { backlinks: RecordSummary[]; total: number } {
+  const scope = partitionClause(readable);
+  const ids = new Set<string>();
+  const fm = whereSql([{ sql: 'l.target_id = ?', params: [id] }, scope]);
+  for (const r of db.prepare(`SELECT DISTINCT r.id FROM record_links l JOIN records r ON r.id = l.source_id ${fm.sql}`).all(...fm.params) as Array<{ id: string }>) ids.add(r.id);
+  const phrase = columnPhrase('body', id);
+  if (phrase !== null) {
+    const w = whereSql([{ sql: 'records_fts MATCH ?', params: [phrase] }, { sql: 'instr(r.body, ?) > 0', params: [id] }, scope]);
+    const rows = db.prepare(`SELECT r.id, r.body FROM records_fts JOIN records_fts_keys k ON k.n = records_fts.rowid JOIN records r ON r.id = k.id ${w.sql}`)
+      .all(...w.params) as Array<{ id: string; body: string }>;
+    for (const r of rows) if (bodyLinksTo(r.body, id)) ids.add(r.id);
+  }
+  ids.delete(id);
+  const list = [...ids];
+  const rows: SummaryRow[] = [];
+  for (let i = 0; i < list.length; i += 500) {
+    const chunk = list.slice(i, i + 500);
+    rows.push(...(db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM records r WHERE r.id IN (${chunk.map(() => '?').join(', ')}) ORDER BY ${UPDATED_ORDER}`).all(...chunk) as SummaryRow[]));
+  }
+  const byUpdatedDesc = (a: RecordSummary, b: RecordSummary): number => {
+    const ta = Date.parse(a.updatedAt);
+    const tb = Date.parse(b.updatedAt);
+    if (ta !== tb) return tb - ta;
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  };
+  const summaries = rows.map(toSummary).sort(byUpdatedDesc);
+  return { backlinks: summaries.slice(0, MAX_BACKLINKS), total: summaries.length };
+}
+
+const INSERT = `INSERT INTO records(id, partition, path, kind, title, revision, lifecycle, sha256, recorded_at, updated_at, aliases, tags, meta, body)
+  VALUES (@id, @partition, @path, 'page', @id, 1, @lifecycle, 'x', @updated, @updated, '[]', '[]', @meta, @body)
+  ON CONFLICT(id) DO UPDATE SET meta = excluded.meta, body = excluded.body, updated_at = excluded.updated_at, lifecycle = excluded.lifecycle`;
+
+/**
+ * Rows each statement hands to JS, and each statement that handed any (its
+ * SQL and parameters), counted through a wrapper around `db`.
+ */
+function countingRows(inner: DB): { db: DB; rows: () => number; statements: Array<{ sql: string; params: unknown[] }> } {
+  let rows = 0;
+  const statements: Array<{ sql: string; params: unknown[] }> = [];
+  const wrapStatement = (stmt: object, sql: string): object => {
+    const proxy: object = new Proxy(stmt, {
+      get(target, key) {
+        const v = Reflect.get(target, key) as unknown;
+        if (typeof v !== 'function') return v;
+        const f = v as (...a: unknown[]) => unknown;
+        if (key === 'all') return (...a: unknown[]) => { statements.push({ sql, params: a }); const r = f.apply(target, a) as unknown[]; rows += r.length; return r; };
+        if (key === 'get') return (...a: unknown[]) => { statements.push({ sql, params: a }); const r = f.apply(target, a); if (r !== undefined) rows += 1; return r; };
+        if (key === 'iterate') {
+          return function* (...a: unknown[]) {
+            statements.push({ sql, params: a });
+            for (const r of f.apply(target, a) as Iterable<unknown>) { rows += 1; yield r; }
+          };
+        }
+        if (key === 'pluck' || key === 'raw' || key === 'expand') return (...a: unknown[]) => { f.apply(target, a); return proxy; };
+        return f.bind(target);
+      },
+    });
+    return proxy;
+  };
+  const wrapped = new Proxy(inner, {
+    get(target, key) {
+      const v = Reflect.get(target, key) as unknown;
+      if (key === 'prepare') return (sql: string) => wrapStatement(target.prepare(sql), sql);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return { db: wrapped, rows: () => rows, statements };
+}
+
+describe('[READ-1] backlinks: a count and one page, whatever the number of backlinks', () => {
+  const PARTITIONS = ['private', 'conversation:A', 'conversation:B'] as const;
+  // Ties, and sub-millisecond digits SQLite's order key rounds where Date.parse truncates.
+  const TIMES = ['2024-01-01T00:00:00Z', '2024-01-01T00:00:00.000Z', '2024-01-01T00:00:00.0004Z', '2024-01-01T00:00:00.0005Z', '2024-01-01T00:00:00.001Z',
+    '2024-01-01T00:00:00.9996Z', '2024-01-01T00:00:01Z', '2023-12-31T23:59:59.999999999Z', '2025-06-01T10:00:00.5Z'];
+  const PREFIXES = ['r', 'R', 'a-', 'z.', '0:', 'r_', 'hub-x'];
+  const T = 'hub-x';
+  const BODIES = ['', `see [[${T}]]`, `[[ ${T} ]]`, `[[${T}|the hub]]`, `mentions ${T} only`, `[[${T}-2]]`, `[[${T}]] and [[${T}]]`, 'x [[other]]', `[[${T}\n]]`, `[[[[${T}]]`];
+
+  it('equals the reference (every backlink read and sorted) on random link graphs, for every reader', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2000 }),
+        fc.integer(),
+        fc.oneof(fc.constant<'all'>('all'), fc.subarray([...PARTITIONS] as PartitionId[])),
+        (n, seed, readable) => {
+          db.exec('DELETE FROM records');
+          let x = seed >>> 0;
+          const rand = (k: number): number => { x = (Math.imul(x, 1103515245) + 12345) >>> 0; return (x >>> 8) % k; };
+          const pick = <V>(xs: readonly V[]): V => xs[rand(xs.length)]!;
+          const ids: string[] = [];
+          const ins = db.prepare(INSERT);
+          const write = (id: string): void => {
+            const meta: Record<string, unknown> = {};
+            if (rand(10) < 6) meta.dependencies = rand(3) === 0 ? [T, T, 'other'] : [T];
+            if (rand(10) === 0) meta.from = T;
+            if (rand(10) === 0) meta.to = rand(2) === 0 ? T : 'other';
+            ins.run({
+              id, partition: pick(PARTITIONS), path: `p/${id}.md`, lifecycle: pick(['active', 'withdrawn', 'superseded']),
+              updated: rand(3) === 0 ? new Date(Date.UTC(2024, 0, 1) + rand(100000) * 7).toISOString() : pick(TIMES),
+              meta: JSON.stringify(meta), body: pick(BODIES),
+            });
+          };
+          db.transaction(() => {
+            if (rand(4) !== 0) write(T); // the record itself (may link to itself), or a dangling target
+            for (let i = 0; i < n; i++) { const id = `${pick(PREFIXES)}${i}`; ids.push(id); write(id); }
+            // Deleted records (their links go with them) and records rewritten since.
+            for (const id of ids) if (rand(12) === 0) db.prepare('DELETE FROM records WHERE id = ?').run(id);
+            for (const id of ids) if (rand(12) === 0) write(id);
+          })();
+          for (const id of [T, ids[0] ?? 'none']) {
+            expect(findBacklinks(db, readable, id)).toEqual(referenceBacklinks(readable, id));
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+
+  it('reads as many rows for 3600 backlinks as for 1800, walking the ordered index without sorting them', () => {
+    const ins = db.prepare(INSERT);
+    const seen: number[] = [];
+    for (const n of [1800, 3600]) {
+      db.exec('DELETE FROM records');
+      db.transaction(() => {
+        ins.run({ id: 'hub', partition: 'private', path: 'p/hub.md', lifecycle: 'active', updated: TIMES[0], meta: '{}', body: '' });
+        for (let i = 0; i < n; i++) {
+          // Half of them tie on updated_at; a few link from the body too.
+          const updated = i % 2 === 0 ? '2024-05-05T05:05:05.000Z' : new Date(Date.UTC(2024, 0, 1) + i * 1000).toISOString();
+          ins.run({ id: `r${String(i).padStart(5, '0')}`, partition: PARTITIONS[i % 3 === 0 ? 1 : 0]!, path: `p/r${i}.md`, lifecycle: 'active', updated,
+            meta: JSON.stringify({ dependencies: ['hub'] }), body: i % 400 === 0 ? 'see [[hub]]' : '' });
+        }
+      })();
+      for (const readable of ['all', ['private', 'conversation:B']] as Array<'all' | PartitionId[]>) {
+        const c = countingRows(db);
+        const got = findBacklinks(c.db, readable, 'hub');
+        expect(got).toEqual(referenceBacklinks(readable, 'hub'));
+        expect(got.total).toBe(readable === 'all' ? n : (n / 3) * 2);
+        seen.push(c.rows());
+        // The page's statement walks records_updated in order: no sort of the backlinks' rows.
+        for (const s of c.statements.filter((st) => st.sql.includes('r.title'))) {
+          const plan = db.prepare(`EXPLAIN QUERY PLAN ${s.sql}`).all(...s.params) as Array<{ parent: number; detail: string }>;
+          const top = plan.filter((p) => p.parent === 0).map((p) => p.detail).join('\n');
+          expect(top, s.sql).toMatch(/SCAN r USING INDEX records_updated/);
+          expect(top, s.sql).not.toMatch(/TEMP B-TREE FOR ORDER BY/);
+        }
+      }
+    }
+    // A count, the body links' candidates (n / 400: 5 then 9) and one page (and the row that ends it).
+    expect(seen[0]).toBeLessThanOrEqual(1 + 5 + MAX_BACKLINKS + 1);
+    expect(seen[2]! - seen[0]!).toBe(4);
+    expect(seen[3]! - seen[1]!).toBeLessThanOrEqual(4);
   });
 });

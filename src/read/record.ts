@@ -13,12 +13,14 @@ import { sha256Hex } from '../records/record.js';
 import type { Citation } from '../records/types.js';
 import { bodyLinksTo, recordLinks } from './links.js';
 import { columnPhrase } from './query.js';
-import { SUMMARY_COLUMNS, UPDATED_ORDER, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
+import { SUMMARY_COLUMNS, UPDATED_KEY, UPDATED_ORDER, partitionClause, toSummary, whereSql, type SummaryRow } from './summary.js';
 import { duplicateIdsAmong } from './duplicates.js';
 import type { EvidenceEntry, OnDisk, RecordSummary, RecordView } from './types.js';
 
 /** At most this many backlinks are returned (newest first); `backlinksTotal` counts all. */
 export const MAX_BACKLINKS = 200;
+/** Up to this many backlinks are sorted directly; more are picked from the ordered index. */
+const SORT_DIRECTLY = 1000;
 /** A record file larger than this is not read into a response. */
 export const MAX_TEXT_BYTES = 16 * 1024 * 1024;
 
@@ -177,37 +179,60 @@ export function evidenceOf(db: DB, partition: string, meta: Record<string, unkno
 }
 
 /**
- * Records the caller may see that point at `id`: frontmatter links from
- * `record_links`, body wiki-links found through the FTS index (the id's
- * words as a phrase in the body) and confirmed by parsing the body.
+ * Records the caller may see that point at `id`, newest first (updated_at
+ * as Date.parse reads it, then id): frontmatter links from `record_links`,
+ * body wiki-links found through the FTS index (the id's words as a phrase in
+ * the body) and confirmed by parsing the body.
+ *
+ * The total is counted inside SQLite; only the page's rows are read. A few
+ * backlinks are sorted directly; many are picked by walking the
+ * `records_updated` index in order, which stops as soon as the page is
+ * known, so a record with 100k backlinks costs a count and a page.
+ * (Finding body links still reads each body that names the id.)
  */
 export function findBacklinks(db: DB, readable: 'all' | PartitionId[], id: string): { backlinks: RecordSummary[]; total: number } {
   const scope = partitionClause(readable);
-  const ids = new Set<string>();
-  const fm = whereSql([{ sql: 'l.target_id = ?', params: [id] }, scope]);
-  for (const r of db.prepare(`SELECT DISTINCT r.id FROM record_links l JOIN records r ON r.id = l.source_id ${fm.sql}`).all(...fm.params) as Array<{ id: string }>) {
-    ids.add(r.id);
-  }
+  const body: string[] = [];
   const phrase = columnPhrase('body', id);
   if (phrase !== null) {
     // The id anywhere in the body (a link may be written `[[ id ]]`); bodyLinksTo decides.
-    const w = whereSql([{ sql: 'records_fts MATCH ?', params: [phrase] }, { sql: 'instr(r.body, ?) > 0', params: [id] }, scope]);
+    const fts = whereSql([{ sql: 'records_fts MATCH ?', params: [phrase] }, { sql: 'instr(r.body, ?) > 0', params: [id] }, scope]);
     const rows = db.prepare(
-      `SELECT r.id, r.body FROM records_fts JOIN records_fts_keys k ON k.n = records_fts.rowid JOIN records r ON r.id = k.id ${w.sql}`,
-    ).all(...w.params) as Array<{ id: string; body: string }>;
-    for (const r of rows) if (bodyLinksTo(r.body, id)) ids.add(r.id);
+      `SELECT r.id, r.body FROM records_fts JOIN records_fts_keys k ON k.n = records_fts.rowid JOIN records r ON r.id = k.id ${fts.sql}`,
+    ).all(...fts.params) as Array<{ id: string; body: string }>;
+    for (const r of rows) if (bodyLinksTo(r.body, id)) body.push(r.id);
   }
-  ids.delete(id);
-  if (ids.size === 0) return { backlinks: [], total: 0 };
-  const list = [...ids];
-  const rows: SummaryRow[] = [];
-  // Chunks keep the statement under SQLite's parameter limit.
-  for (let i = 0; i < list.length; i += 500) {
-    const chunk = list.slice(i, i + 500);
-    rows.push(...(db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM records r WHERE r.id IN (${chunk.map(() => '?').join(', ')}) ORDER BY ${UPDATED_ORDER}`).all(...chunk) as SummaryRow[]));
+  // Every backlink once: the frontmatter links' sources and the body links' records (the join from them
+  // to `records` fixed: SQLite would otherwise walk a whole partition's index to scope a few ids).
+  const linked = { sql: 'SELECT l.source_id AS id FROM record_links l WHERE l.target_id = ? UNION SELECT value FROM json_each(?)', params: [id, JSON.stringify(body)] };
+  const others = [{ sql: 'r.id <> ?', params: [id] }, scope];
+  const w = whereSql(others);
+  const joined = { sql: `(${linked.sql}) b CROSS JOIN records r ON r.id = b.id ${w.sql}`, params: [...linked.params, ...w.params] };
+  const total = (db.prepare(`SELECT count(*) AS n FROM ${joined.sql}`).get(...joined.params) as { n: number }).n;
+  if (total === 0) return { backlinks: [], total: 0 };
+  let paged = joined;
+  if (total > SORT_DIRECTLY) {
+    const walk = whereSql([{ sql: `r.id IN (${linked.sql})`, params: linked.params }, ...others]);
+    paged = { sql: `records r INDEXED BY records_updated ${walk.sql}`, params: walk.params };
   }
-  const summaries = rows.map(toSummary).sort(byUpdatedDesc);
-  return { backlinks: summaries.slice(0, MAX_BACKLINKS), total: summaries.length };
+  const rows = db.prepare(`SELECT ${SUMMARY_COLUMNS}, ${UPDATED_KEY} AS ukey FROM ${paged.sql} ORDER BY ${UPDATED_ORDER}`)
+    .iterate(...paged.params) as IterableIterator<SummaryRow & { ukey: string }>;
+  // The rows come in SQLite's order (ukey: sub-millisecond digits rounded, never earlier than Date.parse's
+  // truncation); the page is in Date.parse's. Once MAX_BACKLINKS rows are read, a later row (its Date.parse
+  // time at most its ukey) can only still belong on the page while its ukey reaches the worst of the first
+  // MAX_BACKLINKS (ties: ids ascend).
+  const page: RecordSummary[] = [];
+  let worst: RecordSummary | undefined;
+  for (const row of rows) {
+    if (worst !== undefined) {
+      const t = Date.parse(row.ukey);
+      const tw = Date.parse(worst.updatedAt);
+      if (t < tw || (t === tw && row.id > worst.id)) break;
+    }
+    page.push(toSummary(row));
+    if (page.length === MAX_BACKLINKS) worst = [...page].sort(byUpdatedDesc)[MAX_BACKLINKS - 1];
+  }
+  return { backlinks: page.sort(byUpdatedDesc).slice(0, MAX_BACKLINKS), total };
 }
 
 function byUpdatedDesc(a: RecordSummary, b: RecordSummary): number {
