@@ -3,6 +3,7 @@
  * parsers for its output and for `git cat-file --batch`. No I/O; table-tested.
  */
 import { parseRecordText } from '../records/record.js';
+import { fastParseRecord } from '../scan/frontmatter.js';
 import type { HistoryActor } from './types.js';
 import { messageSubject, parseTrailers } from '../git/trailers.js';
 
@@ -144,9 +145,16 @@ export function versionFacts(bytes: Buffer): { id: string | null; revision: numb
   } catch {
     return { id: null, revision: null };
   }
-  const parsed = parseRecordText(text);
-  if (!parsed.ok) return { id: null, revision: null };
-  const { id, revision } = parsed.file.data;
+  // The scan's fast path first [SCAN-4]: where it answers, its data equals the full parser's (frontmatter.test.ts
+  // checks that); anything outside its subset (CRLF, a BOM, comments, anchors, escapes…) is parsed in full, as before.
+  // Most versions are files Knowledge wrote, so a long history seldom loads the YAML parser.
+  let data = fastParseRecord(text)?.data;
+  if (data === undefined) {
+    const parsed = parseRecordText(text);
+    if (!parsed.ok) return { id: null, revision: null };
+    data = parsed.file.data;
+  }
+  const { id, revision } = data;
   return {
     id: typeof id === 'string' ? id : null,
     revision: typeof revision === 'number' && Number.isSafeInteger(revision) && revision > 0 ? revision : null,
