@@ -26,7 +26,7 @@ import { lookupRecord } from './read/lookup.js';
 import { searchRecords } from './read/search.js';
 import { listRecords } from './read/inventory.js';
 import { findFormerRecord, readRecordView, requireVisible } from './read/record.js';
-import { diffVersions, mergeHistories, readHistory } from './read/history.js';
+import { diffBetween, diffVersions, findVersions, mergeHistories, readHistory } from './read/history.js';
 import { claimantsPhrase, duplicateClaimants } from './read/duplicates.js';
 import { subjectForReader } from './scan/plan.js';
 import type { ListQuery, ListResult, LookupResult, RecordDiff, RecordHistory, RecordView, SearchQuery, SearchResult } from './read/types.js';
@@ -452,6 +452,17 @@ export class KnowledgeService {
 
   /** Committed versions of one record from the vault's Git history; never fails on Git. */
   async recordHistory(caller: Caller, id: string): Promise<RecordHistory> {
+    const { recs, mayRead } = this.historyRecords(caller, id);
+    const histories = await Promise.all(recs.map((rec) => readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead)));
+    const history = histories.length === 1 ? histories[0]! : mergeHistories(histories);
+    if (caller.kind === 'operator') return history;
+    const mayReadPartition = (p: string) => canAccessPartition(caller, p);
+    for (const v of history.versions) if (v.scanId) v.subject = subjectForReader(v.subject, mayReadPartition);
+    return history;
+  }
+
+  /** The files whose histories make up record `id`'s, and which paths the caller may read (E_NOT_FOUND as recordHistory). */
+  private historyRecords(caller: Caller, id: string): { recs: Array<{ id: string; path: string }>; mayRead: (path: string) => boolean } {
     const scope = this.readScope(caller);
     const key = parseLookupKey(id);
     let recs: Array<{ id: string; path: string }>;
@@ -471,12 +482,7 @@ export class KnowledgeService {
       const p = partitionOfPath(path);
       return p !== null && canAccessPartition(caller, p);
     };
-    const histories = await Promise.all(recs.map((rec) => readHistory(this.runner, this.store.paths.vault, this.store.db, rec, mayRead)));
-    const history = histories.length === 1 ? histories[0]! : mergeHistories(histories);
-    if (caller.kind === 'operator') return history;
-    const mayReadPartition = (p: string) => canAccessPartition(caller, p);
-    for (const v of history.versions) if (v.scanId) v.subject = subjectForReader(v.subject, mayReadPartition);
-    return history;
+    return { recs, mayRead };
   }
 
   /**
@@ -488,6 +494,14 @@ export class KnowledgeService {
     const idLike = /^[0-9a-f]{7,64}$/;
     if (!idLike.test(from) || !idLike.test(to)) {
       throw new KnowledgeError('E_VALIDATION', 'from and to must be commit ids: hexadecimal, whole or at least their first 7 digits');
+    }
+    // The two versions alone, read only as far back as they are (one record's file, commits that name one object):
+    // the same versions the whole history lists. Anything else — a commit that is no version, a prefix naming several
+    // objects, an id several files claim — is answered from the whole history, as it always was.
+    const { recs, mayRead } = this.historyRecords(caller, id);
+    if (recs.length === 1) {
+      const found = await findVersions(this.runner, this.store.paths.vault, this.store.db, recs[0]!, mayRead, [from, to]);
+      if (found !== null) return diffBetween(this.runner, this.store.paths.vault, recs[0]!.id, found[0]!, found[1]!);
     }
     const history = await this.recordHistory(caller, id);
     const whole = (c: string): string => {

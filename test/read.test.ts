@@ -12,6 +12,7 @@ import { makeSandbox, cli, dropScanCounts, userGit, type Sandbox } from './helpe
 import { KnowledgeService } from '../src/service.js';
 import { KnowledgeError } from '../src/errors.js';
 import type { Caller } from '../src/access.js';
+import { checkingDiffs } from './history-diff-old.js';
 
 let sb: Sandbox;
 let vault: string;
@@ -39,7 +40,8 @@ const agentNoSession: Caller = { kind: 'agent', agentId: 'bot' };
 /** A reader opened after the writes, like a Gateway or an MCP server. */
 function reader(opts: { gitPath?: string } = {}): KnowledgeService {
   svc?.close();
-  svc = KnowledgeService.open(store, { write: false, env: sb.env, git: { pathEnv: sb.env.PATH, gitPath: opts.gitPath } });
+  // Every diff a test asks for is also asked of the old code path (the whole history first): the same answer or error.
+  svc = checkingDiffs(KnowledgeService.open(store, { write: false, env: sb.env, git: { pathEnv: sb.env.PATH, gitPath: opts.gitPath } }));
   return svc;
 }
 

@@ -108,6 +108,45 @@ export async function readHistory(
   rec: { id: string; path: string },
   mayRead: (path: string) => boolean = () => true,
 ): Promise<RecordHistory> {
+  return (await walkHistory(runner, vaultDir, db, rec, mayRead, null)) as RecordHistory;
+}
+
+/**
+ * The versions `readHistory` would list for the commits `want` (whole ids,
+ * or prefixes of at least 7 hex digits that name exactly one object in the
+ * repository), newest first in its order, reading the history only as far as
+ * they are: the walk is newest first and each version depends only on the
+ * ones before it, so a version found before the walk ends is listed just so
+ * by the whole history. Null when the walk does not find them all (a commit
+ * that is no version, one only the checks after the walk list, a prefix
+ * naming several objects): the caller then reads the whole history. A diff
+ * needs two versions, not thousands.
+ */
+export async function findVersions(
+  runner: GitRunner,
+  vaultDir: string,
+  db: DB,
+  rec: { id: string; path: string },
+  mayRead: (path: string) => boolean,
+  want: readonly string[],
+): Promise<RecordVersion[] | null> {
+  const found = await walkHistory(runner, vaultDir, db, rec, mayRead, want);
+  return Array.isArray(found) ? found : null;
+}
+
+/**
+ * readHistory's walk. With `want`, it stops as soon as every wanted commit is
+ * a listed version and returns those versions (one per wanted commit, in
+ * `want`'s order); null when it cannot tell without the whole history.
+ */
+async function walkHistory(
+  runner: GitRunner,
+  vaultDir: string,
+  db: DB,
+  rec: { id: string; path: string },
+  mayRead: (path: string) => boolean,
+  wantGiven: readonly string[] | null,
+): Promise<RecordHistory | RecordVersion[] | null> {
   const base = { id: rec.id, path: rec.path, queued: queuedVersions(db, rec.path) };
   const opened = await openHistoryRepo(runner, vaultDir);
   if (!opened.ok) {
@@ -121,6 +160,25 @@ export async function readHistory(
     const offBranch = recordedCommits(db, [rec.path]).length;
     return { ...base, versions: [], git, ...(offBranch > 0 ? { offBranch } : {}) };
   }
+  let want: string[] | null = null;
+  if (wantGiven !== null) {
+    want = [];
+    for (const c of wantGiven) {
+      const whole = isWholeId(c) ? c : await onlyObjectNamed(runner, repo, c);
+      if (whole === null) return null;
+      want.push(whole);
+    }
+  }
+  const foundAll = (vs: readonly SegmentVersion[]): RecordVersion[] | null => {
+    const out: RecordVersion[] = [];
+    for (const c of want ?? []) {
+      const v = vs.find((x) => x.commit === c);
+      if (!v) return null;
+      const { added: _added, ...version } = v;
+      out.push(version);
+    }
+    return out;
+  };
 
   const versions: SegmentVersion[] = [];
   // Where to go on from when Git's rename detection ends: a scan that paired a moved and edited
@@ -164,9 +222,15 @@ export async function readHistory(
   let from: string = repo.head;
   let path = rec.path;
   for (let hop = 0; hop < MAX_RENAME_HOPS; hop++) {
-    const segment = await readSegment(runner, repo, from, path, rec.id, mayRead);
-    if ('state' in segment) return { ...base, versions: [], git: segment };
+    const segment = await readSegment(runner, repo, from, path, rec.id, mayRead, want === null ? null : want.filter((c) => !versions.some((v) => v.commit === c)));
+    if ('state' in segment) return want === null ? { ...base, versions: [], git: segment } : null;
     versions.push(...segment.versions);
+    if (want !== null) {
+      const found = foundAll(versions);
+      if (found !== null) return found;
+      // Read only up to the wanted commits, which were not all listed: the rest of the walk would need the whole segment.
+      if (segment.truncated) return null;
+    }
     if (segment.versions.length === 0) {
       const queuedFrom = queuedRenameFrom.get(path);
       if (typeof queuedFrom !== 'string' || queuedFrom === path) break;
@@ -189,6 +253,7 @@ export async function readHistory(
     from = oldest.parent;
     path = before;
   }
+  if (want !== null) return null;
   const { offBranch, empty } = await unlistedCommits(runner, repo, db, rec.id, rec.path, versions);
   const listed = empty.length > 0 ? await byAncestry(runner, repo, versions, empty) : versions;
   return { ...base, versions: listed.map(({ added: _added, ...v }) => v), git, ...(offBranch > 0 ? { offBranch } : {}) };
@@ -307,7 +372,8 @@ async function readSegment(
   path: string,
   id: string,
   mayRead: (path: string) => boolean,
-): Promise<{ versions: SegmentVersion[]; complete: boolean; crossed?: boolean } | HistoryGit> {
+  want: readonly string[] | null = null,
+): Promise<{ versions: SegmentVersion[]; complete: boolean; crossed?: boolean; truncated?: boolean } | HistoryGit> {
   const readLog = async (withMerges: boolean) => {
     const log = await runner.run(
       ['log', '-z', '--follow', '--name-status', ...(withMerges ? ['--diff-merges=first-parent'] : []), '--no-color', '--no-show-signature', LOG_FORMAT, from, '--', path],
@@ -325,10 +391,20 @@ async function readSegment(
     parsed = await readLog(false);
     if (!Array.isArray(parsed)) return parsed;
   }
-  const entries = parsed.filter(
+  let entries = parsed.filter(
     (e): e is typeof e & { path: string } => e.path !== null && !e.status?.startsWith('D'),
   );
   if (entries.length === 0) return { versions: [], complete: true };
+  // Looking for given commits that this log lists: the versions up to the oldest of them are all that is read.
+  let truncated = false;
+  if (want !== null && want.length > 0) {
+    const at = want.map((c) => entries.findIndex((e) => e.commit === c));
+    if (!at.includes(-1)) {
+      const last = Math.max(...at);
+      truncated = last < entries.length - 1;
+      entries = entries.slice(0, last + 1);
+    }
+  }
 
   // One cat-file process for every version's bytes, not one spawn each.
   const cat = await runner.run(['cat-file', '--batch'], {
@@ -366,7 +442,25 @@ async function readSegment(
     if (e.scanId) v.scanId = e.scanId;
     versions.push(v);
   }
-  return { versions, complete: true };
+  return { versions, complete: true, ...(truncated ? { truncated } : {}) };
+}
+
+/** A whole commit id (SHA-1 or SHA-256). */
+function isWholeId(c: string): boolean {
+  return /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(c);
+}
+
+/**
+ * The one object of the repository whose id starts with `prefix` (hex, at
+ * least 7 digits), or null when there are none, several, or git cannot tell:
+ * with a single object, at most one version can start with it.
+ */
+async function onlyObjectNamed(runner: GitRunner, repo: Repo, prefix: string): Promise<string | null> {
+  if (!/^[0-9a-f]{7,63}$/.test(prefix)) return null;
+  const r = await runner.run(['rev-parse', `--disambiguate=${prefix}`], { cwd: repo.vault, env: repo.env });
+  if (r.code !== 0) return null;
+  const ids = r.stdout.toString('utf8').split('\n').filter((l) => l !== '');
+  return ids.length === 1 && ids[0]!.startsWith(prefix) ? ids[0]! : null;
 }
 
 /**
@@ -388,6 +482,17 @@ export async function diffVersions(
     const which = [!a && `from ${from}`, !b && `to ${to}`].filter(Boolean).join(' and ');
     throw new KnowledgeError('E_VALIDATION', `${which} is not a committed version of record ${history.id}`);
   }
+  return diffBetween(runner, vaultDir, history.id, a, b);
+}
+
+/** Unified diff between two versions of record `id` that `readHistory` lists (or `findVersions` found). */
+export async function diffBetween(
+  runner: GitRunner,
+  vaultDir: string,
+  id: string,
+  a: Pick<RecordVersion, 'commit' | 'path'>,
+  b: Pick<RecordVersion, 'commit' | 'path'>,
+): Promise<RecordDiff> {
   const opened = await openHistoryRepo(runner, vaultDir);
   if (!opened.ok) throw new KnowledgeError('E_UNAVAILABLE', `cannot read the vault's history: ${'reason' in opened.git ? opened.git.reason : opened.git.state}`);
   const paths = a.path === b.path ? [a.path] : [a.path, b.path];
@@ -404,7 +509,7 @@ export async function diffVersions(
     const c = classifyGitFailure(r.stderr, r.timedOut);
     throw new KnowledgeError('E_UNAVAILABLE', `git diff failed (${c.code}): ${c.reason}`);
   }
-  return { id: history.id, from: a.commit, to: b.commit, path: b.path, patch: r.stdout.toString('utf8') };
+  return { id, from: a.commit, to: b.commit, path: b.path, patch: r.stdout.toString('utf8') };
 }
 
 /**
