@@ -115,7 +115,8 @@ function entryOf(db: DB, kind: ActivityKind, rowid: number): Omit<ActivityEntry,
   // A publication's records: how many, and the first one's title as published (read from its plan by SQLite, which
   // never hands the whole plan of a large publication to JavaScript).
   // A scan by its counts, never its receipt (a baseline's lists every file it added).
-  const columns = kind === 'publication' ? "*, json_array_length(plan, '$.records') AS record_count, json_extract(plan, '$.records[0].meta.title') AS first_title"
+  const columns = kind === 'publication'
+    ? "publication_id, created_at, actor, partition, batch_id, status, failure, json_array_length(plan, '$.records') AS record_count, json_extract(plan, '$.records[0].meta.title') AS first_title"
     : kind === 'scan' ? SCAN_COUNTS_COLUMNS : '*';
   const row = db.prepare(`SELECT ${columns} FROM ${TABLES[kind]} WHERE rowid = ?`).get(rowid);
   if (kind === 'publication') return publicationEntry(db, row as PublicationRow);

@@ -933,8 +933,8 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(kept.modified).toEqual(['private/notes/n249.md']);
     const text = cli(sb, ['receipt', '--store', 'st', live.scanId]).stdout.trimEnd().split('\n');
     expect(text).toContain('  249 unchanged, 1 read, 250 diagnostics');
-    expect(text).toContain('  ... and 150 more diagnostics (--json lists every one)');
-    expect(text).toContain('  ... and 50 more standing diagnostics, not kept with this receipt (knowledge scan lists those standing now)');
+    expect(text).toContain('  ... and 150 more diagnostics (--json lists those kept)');
+    expect(text).toContain('  ... and 50 more diagnostics, not kept with this receipt (knowledge scan lists those that stand now)');
     // Each kept receipt is the same size however many notes stand: a vault of notes no longer grows state.sqlite by
     // every note with every scan.
     const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
@@ -957,8 +957,11 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
   it('migration 023 gives the scans kept before it their counts and cuts their receipts to 200 diagnostics', () => {
     for (let i = 0; i < 210; i++) put(`private/notes/n${String(i).padStart(3, '0')}.md`, `---\ntitle: Note ${i}\n---\nbody ${i}\n`);
     const first = scan();
-    put('private/notes/n000.md', 'edited\n');
+    put('private/notes/n209.md', 'edited\n');
     const second = scan();
+    // As an older Knowledge kept it: the changed file's diagnostic where the list had it, last.
+    const last = second.diagnostics.find((d) => d.path === 'private/notes/n209.md')!;
+    second.diagnostics = [...second.diagnostics.filter((d) => d !== last), last];
     // As a Knowledge before migration 023 kept them: every diagnostic in the receipt, no count columns.
     const db = new Database(join(sb.dir, 'st', 'state.sqlite'));
     db.prepare('UPDATE scans SET receipt = ? WHERE scan_id = ?').run(JSON.stringify({ ...first, git: null }), first.scanId);
@@ -973,6 +976,10 @@ describe('[REC-3][SCAN-2] diagnostics never stop a scan, and the bytes are still
     expect(kept.diagnostics).toEqual(first.diagnostics.slice(0, 200));
     expect(kept.diagnosticsOmitted).toBe(10);
     expect(kept.added).toEqual(first.added);
+    // The file the scan found changed keeps its diagnostic, first, as a receipt kept since keeps it.
+    const keptSecond = JSON.parse(cli(sb, ['receipt', '--store', 'st', '--json', second.scanId]).stdout) as Receipt & { diagnosticsOmitted?: number };
+    expect(keptSecond.diagnostics).toEqual([last, ...second.diagnostics.slice(0, 199)]);
+    expect(keptSecond.diagnosticsOmitted).toBe(10);
   });
 
   it('a reference fixed by a later publication is re-checked by the next scan', () => {

@@ -88,7 +88,7 @@ function scanSummary(r) {
     h('p', {}, `Walked ${r.partitions.join(', ') || 'nothing'}: ${r.hashed} file(s) read, ${r.unchanged} recognised unchanged.`),
     paths('Added', r.added), paths('Modified', r.modified), paths('Deleted', r.deleted), paths('Renamed', r.renamed),
     h('h3', {}, `Validation findings (${r.diagnostics.length + (r.diagnosticsOmitted ?? 0)})`), findingsList(r.diagnostics),
-    r.diagnosticsOmitted ? h('p', { class: 'muted' }, `… and ${r.diagnosticsOmitted} more standing findings, not kept with this scan's receipt: Scan the vault to list those standing now.`) : null);
+    r.diagnosticsOmitted ? h('p', { class: 'muted' }, `… and ${r.diagnosticsOmitted} more findings, not kept with this scan's receipt: Scan the vault to list those that stand now.`) : null);
 }
 
 function activityEntry(e, onRetried) {

@@ -14,7 +14,8 @@
  * (src/scan/receipt.ts) diagnostics, those of the files the scan found changed
  * first, and `diagnosticsOmitted` counts the rest; the receipt the scan
  * answered with listed them all, and the next scan lists those standing then.
- * Receipts kept before are cut the same way here (their first 200).
+ * Receipts kept before are cut the same way here: those of the files the
+ * scan found changed first, then the rest in their order, 200 in all.
  */
 export default `
   ALTER TABLE scans ADD COLUMN baseline INTEGER;
@@ -31,7 +32,13 @@ export default `
     renamed_count = json_array_length(receipt, '$.renamed'),
     diagnostics_count = json_array_length(receipt, '$.diagnostics');
   UPDATE scans SET receipt = json_set(receipt,
-      '$.diagnostics', json((SELECT json_group_array(json(d.value)) FROM (SELECT value FROM json_each(scans.receipt, '$.diagnostics') ORDER BY key LIMIT 200) d)),
+      '$.diagnostics', json((SELECT json_group_array(json(d.value)) FROM (
+        SELECT e.value FROM json_each(scans.receipt, '$.diagnostics') e
+        ORDER BY json_extract(e.value, '$.path') IN (
+          SELECT value FROM json_each(scans.receipt, '$.added')
+          UNION ALL SELECT value FROM json_each(scans.receipt, '$.modified')
+          UNION ALL SELECT json_extract(value, '$.to') FROM json_each(scans.receipt, '$.renamed')) DESC, e.key
+        LIMIT 200) d)),
       '$.diagnosticsOmitted', diagnostics_count - 200)
     WHERE diagnostics_count > 200;
 `;
