@@ -21,6 +21,7 @@ import { classifyGitFailure, type GitRunner } from '../git/runner.js';
 import { vaultEnv } from '../git/inspect.js';
 import type { DB } from '../store/db.js';
 import { LOG_FORMAT, parseCatFileBatch, parseLog, versionFacts } from './history-parse.js';
+import { isFullCommitId } from './query.js';
 import type { HistoryGit, RecordDiff, RecordHistory, RecordVersion } from './types.js';
 
 interface Repo {
@@ -164,7 +165,7 @@ async function walkHistory(
   if (wantGiven !== null) {
     want = [];
     for (const c of wantGiven) {
-      const whole = isWholeId(c) ? c : await onlyObjectNamed(runner, repo, c);
+      const whole = isFullCommitId(c) ? c : await onlyObjectNamed(runner, repo, c);
       if (whole === null) return null;
       want.push(whole);
     }
@@ -443,11 +444,6 @@ async function readSegment(
     versions.push(v);
   }
   return { versions, complete: true, ...(truncated ? { truncated } : {}) };
-}
-
-/** A whole commit id (SHA-1 or SHA-256). */
-function isWholeId(c: string): boolean {
-  return /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(c);
 }
 
 /**

@@ -247,7 +247,7 @@ describe('[READ-1][SURF-3] the inventory of several partitions (an agent with a 
   });
 
   it('reads each partition in order from records_partition_updated, at most the page\'s rows, and merges them (no sort of all their records)', () => {
-    const page = pageQuery(['private', 'conversation:s1'], [], [], null, 100, 0);
+    const page = pageQuery(['private', 'conversation:s1'], null, [], null, 100, 0);
     const plan = (db.prepare(`EXPLAIN QUERY PLAN ${page.sql}`).all(...page.params) as Array<{ detail: string }>).map((p) => p.detail);
     expect(plan).toContain('MERGE (UNION ALL)');
     expect(plan.filter((d) => d === 'SEARCH r USING INDEX records_partition_updated (partition=?)')).toHaveLength(2);

@@ -29,7 +29,7 @@ const SORT_DIRECTLY = 1000;
  * needs, and merged: `partition IN (…)` would have SQLite sort every record of them for each page (277 ms at 100k
  * records, against 1-2 ms; BENCHMARKS.md).
  */
-export function pageQuery(partitions: readonly PartitionId[] | null, clauses: Array<Clause | null>, filters: Clause[], after: Clause | null, take: number, skip: number): Clause {
+export function pageQuery(partitions: readonly PartitionId[] | null, scope: Clause | null, filters: Clause[], after: Clause | null, take: number, skip: number): Clause {
   if (partitions && partitions.length > 1) {
     const each = partitions.map((p) => whereSql([{ sql: 'r.partition = ?', params: [p] }, ...filters, after]));
     return {
@@ -38,7 +38,7 @@ export function pageQuery(partitions: readonly PartitionId[] | null, clauses: Ar
       params: [...each.flatMap((w) => [...w.params, take + skip]), take, skip],
     };
   }
-  const paged = whereSql([...clauses, after]);
+  const paged = whereSql([scope, ...filters, after]);
   return { sql: `SELECT ${PLACED_COLUMNS} FROM records r ${paged.sql} ORDER BY ${UPDATED_ORDER} LIMIT ? OFFSET ?`, params: [...paged.params, take, skip] };
 }
 
@@ -96,12 +96,12 @@ function listInSnapshot(db: DB, readable: 'all' | PartitionId[], q: ParsedList):
       rows = ids.map((id) => byId.get(id)).filter((r): r is PlacedRow => r !== undefined);
     }
   } else {
+    const scope = partitionClause(readable);
     const filters = filterClauses(q);
-    const clauses = [partitionClause(readable), ...filters];
-    const where = whereSql(clauses);
+    const where = whereSql([scope, ...filters]);
     total = (db.prepare(`SELECT count(*) AS n FROM records r ${where.sql}`).get(...where.params) as { n: number }).n;
     if (total === 0 || skip >= total) return { ...EMPTY, total };
-    const page = pageQuery(readable !== 'all' && !q.partition ? readable : null, clauses, filters, after, take, skip);
+    const page = pageQuery(readable !== 'all' && !q.partition ? readable : null, scope, filters, after, take, skip);
     rows = db.prepare(page.sql).all(...page.params) as PlacedRow[];
   }
   const page = rows.slice(0, q.limit);
